@@ -1,0 +1,140 @@
+/**
+ * The document store port. Repositories are written once against this interface; the embedded
+ * engine and the MongoDB driver adapter implement it. Filters and update documents are MongoDB's
+ * own (the embedded engine evaluates them, the MongoDB adapter passes them through), so the
+ * contract suite can prove both behave alike for every operation the repositories use.
+ */
+
+/** Every stored document has a string `_id` chosen by the application. */
+export interface StoredDocument {
+  _id: string;
+  [field: string]: unknown;
+}
+
+/** A MongoDB query filter document (`{ status: { $in: [...] } }`). */
+export type Filter = Record<string, unknown>;
+
+/** A MongoDB update document (`{ $set: {...}, $inc: {...} }`). Replacement documents are not supported. */
+export type Update = Record<string, unknown>;
+
+export type SortSpec = Record<string, 1 | -1>;
+
+export type Projection = Record<string, 0 | 1>;
+
+export interface IndexSpec {
+  /** Stable index name; creating the same name twice is a no-op. */
+  name: string;
+  keys: Record<string, 1 | -1>;
+  unique?: boolean;
+  /** Only documents matching this filter are indexed (and checked for uniqueness). */
+  partialFilterExpression?: Filter;
+  /**
+   * Documents are removed some time after the Date in the (single) indexed field plus this many
+   * seconds. Housekeeping only: correctness never depends on when expiry runs.
+   */
+  expireAfterSeconds?: number;
+}
+
+/**
+ * A transaction handle. Operations that pass it in their options run inside the transaction:
+ * they see the transaction's own writes, and their writes become visible to others only when the
+ * transaction commits.
+ */
+export interface StoreSession {
+  readonly id: string;
+}
+
+export interface SessionOption {
+  session?: StoreSession;
+}
+
+export interface FindOptions extends SessionOption {
+  sort?: SortSpec;
+  limit?: number;
+  skip?: number;
+  projection?: Projection;
+}
+
+export interface FindOneOptions extends SessionOption {
+  sort?: SortSpec;
+  projection?: Projection;
+}
+
+export interface UpdateOptions extends SessionOption {
+  upsert?: boolean;
+}
+
+export interface FindOneAndUpdateOptions extends SessionOption {
+  sort?: SortSpec;
+  upsert?: boolean;
+  /** Which version of the document to return. Default `after`. */
+  returnDocument?: 'before' | 'after';
+  projection?: Projection;
+}
+
+export interface UpdateResult {
+  matchedCount: number;
+  modifiedCount: number;
+  upsertedId?: string;
+}
+
+export interface DeleteResult {
+  deletedCount: number;
+}
+
+export interface Collection<T extends StoredDocument = StoredDocument> {
+  readonly name: string;
+  /** Creates the indexes that do not exist yet. Idempotent. */
+  createIndexes(specs: readonly IndexSpec[]): Promise<void>;
+  /** Throws DuplicateKeyError when `_id` or a unique index is violated. */
+  insertOne(doc: T, options?: SessionOption): Promise<void>;
+  /** Ordered insert: stops at the first failure (documents before it stay inserted). */
+  insertMany(docs: readonly T[], options?: SessionOption): Promise<void>;
+  findOne(filter: Filter, options?: FindOneOptions): Promise<T | null>;
+  find(filter: Filter, options?: FindOptions): Promise<T[]>;
+  countDocuments(filter: Filter, options?: SessionOption): Promise<number>;
+  updateOne(filter: Filter, update: Update, options?: UpdateOptions): Promise<UpdateResult>;
+  updateMany(filter: Filter, update: Update, options?: UpdateOptions): Promise<UpdateResult>;
+  /** Atomic conditional update: the filter and the update are applied as one step. */
+  findOneAndUpdate(filter: Filter, update: Update, options?: FindOneAndUpdateOptions): Promise<T | null>;
+  findOneAndDelete(filter: Filter, options?: FindOneOptions): Promise<T | null>;
+  deleteOne(filter: Filter, options?: SessionOption): Promise<DeleteResult>;
+  deleteMany(filter: Filter, options?: SessionOption): Promise<DeleteResult>;
+}
+
+export interface DocumentStore {
+  /** The adapter's technology, for diagnostics and readiness (`embedded`, `mongodb`). */
+  readonly kind: string;
+  collection<T extends StoredDocument = StoredDocument>(name: string): Collection<T>;
+  /**
+   * Runs `fn` in a transaction and commits it; retries `fn` when the transaction hits a write
+   * conflict (TransactionConflictError) up to a bounded number of attempts. Anything else thrown
+   * by `fn` aborts the transaction and is rethrown. `fn` must be safe to run more than once.
+   */
+  withTransaction<R>(fn: (session: StoreSession) => Promise<R>): Promise<R>;
+  /** Resolves when the backend answers; rejects otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A unique index (or `_id`) was violated. */
+export class DuplicateKeyError extends Error {
+  readonly index: string;
+  constructor(index: string, message = `duplicate key for index ${index}`) {
+    super(message);
+    this.name = 'DuplicateKeyError';
+    this.index = index;
+  }
+}
+
+/** A transaction lost a write conflict; `withTransaction` retries it. */
+export class TransactionConflictError extends Error {
+  constructor(message = 'transaction write conflict') {
+    super(message);
+    this.name = 'TransactionConflictError';
+  }
+}
+
+export function isDuplicateKeyError(err: unknown, index?: string): err is DuplicateKeyError {
+  return err instanceof DuplicateKeyError && (index === undefined || err.index === index);
+}

@@ -1,0 +1,74 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { delimiter, join } from 'node:path';
+
+/** Where Debian puts the server binaries, in case they are not on PATH (e.g. /usr/sbin for nats-server). */
+const EXTRA_DIRS = ['/usr/sbin', '/usr/bin', '/usr/local/bin', '/usr/local/sbin'];
+
+/**
+ * Finds an executable by name on PATH (and in the usual system directories). Throws an error that
+ * names the missing binary and how to install it.
+ */
+export function findBinary(name: string, debianPackage = name): string {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter), ...EXTRA_DIRS];
+  for (const dir of dirs) {
+    if (!dir) continue;
+    const candidate = join(dir, name);
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new Error(
+    `The test setup needs the '${name}' binary, which was not found on PATH or in ${EXTRA_DIRS.join(', ')}. ` +
+      `Install it (Debian/Ubuntu: apt-get install -y ${debianPackage}) or run .ci/run, which installs it.`,
+  );
+}
+
+/** Is the binary present? (for reporting, never for skipping suites) */
+export function hasBinary(name: string): boolean {
+  try {
+    findBinary(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A TCP port that was free a moment ago on 127.0.0.1. */
+export async function getFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      if (address === null || typeof address === 'string') {
+        server.close();
+        reject(new Error('could not determine a free port'));
+        return;
+      }
+      const port = address.port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Runs a binary with `--version`-style args and returns its output (for diagnostics in test logs). */
+export function binaryVersion(path: string, args: string[]): string {
+  const result = spawnSync(path, args, { encoding: 'utf8' });
+  return `${result.stdout ?? ''}${result.stderr ?? ''}`.trim();
+}
+
+/** Polls `check` until it resolves true or the timeout passes. */
+export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      lastError = err;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+}
