@@ -14,7 +14,10 @@ export interface RateDecision {
   allowed: boolean;
   /** Whole tokens left after this decision. */
   remaining: number;
-  /** Milliseconds until at least one token is back (0 when one is available now). */
+  /**
+   * Milliseconds until `cost` tokens are available again, measured after this decision (0 when a
+   * request of the same cost would be allowed now). With the default cost 1: until a token is back.
+   */
   retryAfterMs: number;
   /** Milliseconds until the bucket is full again. */
   resetMs: number;
