@@ -1,0 +1,147 @@
+import { create, fromBinary, toBinary, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
+import * as grpc from '@grpc/grpc-js';
+import { SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
+import { ServiceError } from '@planning/errors';
+import { grpcCodeName, statusToServiceError } from './errors.js';
+import {
+  ANONYMOUS_PRINCIPAL,
+  PRINCIPAL_HEADER,
+  PRINCIPAL_SIGNATURE_HEADER,
+  type Principal,
+  type PrincipalSigner,
+} from './principal.js';
+import { TRACER_NAME, metadataSetter } from './trace-metadata.js';
+import type { RpcCallOptions, RpcClient } from './types.js';
+
+export interface RpcClientOptions {
+  /** `host:port` of the server. */
+  address: string;
+  /** Deadline of a call that names none. Default 10 000 ms. */
+  defaultDeadlineMs?: number;
+  principalSigner: PrincipalSigner;
+  /** Principal of a call that names none. Default: the anonymous principal (no rights). */
+  defaultPrincipal?: Principal;
+}
+
+interface PooledChannel {
+  channel: grpc.Channel;
+  client: grpc.Client;
+  refs: number;
+}
+
+// One channel per address for the whole process: clients of several services on one server share
+// its HTTP/2 connection, and creating a client is cheap.
+const channels = new Map<string, PooledChannel>();
+
+function acquireChannel(address: string): PooledChannel {
+  let pooled = channels.get(address);
+  if (!pooled) {
+    const channel = new grpc.Channel(address, grpc.credentials.createInsecure(), {});
+    // Never close this Client: with channelOverride its close() would close the shared channel.
+    const client = new grpc.Client(address, grpc.credentials.createInsecure(), { channelOverride: channel });
+    pooled = { channel, client, refs: 0 };
+    channels.set(address, pooled);
+  }
+  pooled.refs += 1;
+  return pooled;
+}
+
+function releaseChannel(address: string): void {
+  const pooled = channels.get(address);
+  if (!pooled) return;
+  pooled.refs -= 1;
+  if (pooled.refs <= 0) {
+    channels.delete(address);
+    pooled.channel.close();
+  }
+}
+
+/**
+ * A typed client for one service. Every call carries a signed principal, W3C trace context and a
+ * deadline; failures come back as ServiceError (see README: error mapping).
+ */
+export function createRpcClient<S extends DescService>(service: S, options: RpcClientOptions): RpcClient<S> {
+  const defaultDeadlineMs = options.defaultDeadlineMs ?? 10_000;
+  if (!Number.isFinite(defaultDeadlineMs) || defaultDeadlineMs <= 0) {
+    throw new Error(`createRpcClient(${service.typeName}): defaultDeadlineMs must be a positive number`);
+  }
+  const defaultPrincipal = options.defaultPrincipal ?? ANONYMOUS_PRINCIPAL;
+  const { principalSigner } = options;
+  const pooled = acquireChannel(options.address);
+  let closed = false;
+
+  const stub: Record<string, unknown> = {};
+  for (const method of service.methods) {
+    if (method.methodKind !== 'unary') {
+      throw new Error(`createRpcClient(${service.typeName}): ${method.name} is ${method.methodKind}; only unary methods are supported`);
+    }
+    if (method.localName === 'close') {
+      throw new Error(`createRpcClient(${service.typeName}): a method named close would hide close()`);
+    }
+    stub[method.localName] = (request: unknown, callOptions?: RpcCallOptions) => call(method, request, callOptions ?? {});
+  }
+  stub.close = () => {
+    if (closed) return;
+    closed = true;
+    releaseChannel(options.address);
+  };
+
+  function call(method: DescMethod, request: unknown, callOptions: RpcCallOptions): Promise<Message> {
+    const what = `${service.typeName}/${method.name}`;
+    if (closed) return Promise.reject(new ServiceError('unavailable', `${what}: client closed`));
+    const { signal } = callOptions;
+    if (signal?.aborted) return Promise.reject(new ServiceError('unavailable', `${what}: call cancelled`));
+
+    const message = create(method.input, request as never);
+    const metadata = new grpc.Metadata();
+    const signed = principalSigner.sign(callOptions.principal ?? defaultPrincipal);
+    metadata.set(PRINCIPAL_HEADER, signed.principal);
+    metadata.set(PRINCIPAL_SIGNATURE_HEADER, signed.signature);
+
+    const span = trace.getTracer(TRACER_NAME).startSpan(what, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'rpc.system': 'grpc', 'rpc.service': service.typeName, 'rpc.method': method.name },
+    });
+    propagation.inject(trace.setSpan(context.active(), span), metadata, metadataSetter);
+
+    return new Promise<Message>((resolve, reject) => {
+      const onAbort = (): void => pending.cancel();
+      const pending = pooled.client.makeUnaryRequest<Message, Message>(
+        `/${service.typeName}/${method.name}`,
+        (value) => Buffer.from(toBinary(method.input, value)),
+        (bytes) => fromBinary(method.output, bytes),
+        message,
+        metadata,
+        { deadline: resolveDeadline(callOptions, defaultDeadlineMs) },
+        (err, response) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (err || !response) {
+            const error = statusToServiceError(err ?? { code: grpc.status.INTERNAL }, what);
+            const code = err?.code ?? grpc.status.INTERNAL;
+            span.setAttribute('rpc.grpc.status_code', code);
+            span.setAttribute('error.type', error.code);
+            span.setStatus({ code: SpanStatusCode.ERROR, message: grpcCodeName(code) });
+            span.end();
+            reject(error);
+            return;
+          }
+          span.setAttribute('rpc.grpc.status_code', grpc.status.OK);
+          span.end();
+          resolve(response);
+        },
+      );
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  return stub as RpcClient<S>;
+}
+
+/** The earlier of the explicit deadlines; the default only when the caller gives none. */
+function resolveDeadline(options: RpcCallOptions, defaultDeadlineMs: number): Date {
+  const now = Date.now();
+  const candidates: number[] = [];
+  if (options.deadlineMs !== undefined) candidates.push(now + options.deadlineMs);
+  if (options.deadline !== undefined) candidates.push(options.deadline.getTime());
+  return new Date(candidates.length > 0 ? Math.min(...candidates) : now + defaultDeadlineMs);
+}

@@ -1,0 +1,257 @@
+import { create, fromBinary, toBinary, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
+import * as grpc from '@grpc/grpc-js';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Span } from '@opentelemetry/api';
+import { ServiceError } from '@planning/errors';
+import type { Logger } from '@planning/telemetry';
+import { HealthImplementation, type ServingStatus } from 'grpc-health-check';
+import { grpcCodeName, serviceErrorToStatus } from './errors.js';
+import { PRINCIPAL_HEADER, PRINCIPAL_SIGNATURE_HEADER, type PrincipalVerifier } from './principal.js';
+import { addReflection } from './reflection.js';
+import { TRACER_NAME, metadataGetter } from './trace-metadata.js';
+import type { CallContext, ServiceImplementation } from './types.js';
+
+export interface RpcServerOptions {
+  host: string;
+  /** 0 picks a free port; `start()` returns the one bound. */
+  port: number;
+  logger: Logger;
+  principalVerifier: PrincipalVerifier;
+  /** How long `stop()` waits for in-flight calls before cancelling them. Default 10 s. */
+  shutdownTimeoutMs?: number;
+  /** Register gRPC server reflection. Default true. */
+  reflection?: boolean;
+}
+
+export interface RpcServer {
+  /** Registers a service from its generated descriptor. Only before `start()`; unary methods only. */
+  addService<S extends DescService>(service: S, implementation: ServiceImplementation<S>): void;
+  /** Binds and starts serving; every added service (and the server as a whole, `""`) turns SERVING. */
+  start(): Promise<{ port: number }>;
+  /** Marks everything NOT_SERVING, ends health watches, drains in-flight calls, then force-closes. */
+  stop(): Promise<void>;
+  /** `host:port` as bound (IPv6 hosts in brackets). Only after `start()`. */
+  address(): string;
+  /** Sets one service's health status (`""` is the whole server). */
+  setServing(serviceName: string, serving: boolean): void;
+}
+
+/** gRPC codes that mean the server failed (OpenTelemetry gRPC conventions); others leave the server span status unset. */
+const SERVER_FAULT_CODES: ReadonlySet<number> = new Set([
+  grpc.status.UNKNOWN,
+  grpc.status.DEADLINE_EXCEEDED,
+  grpc.status.UNIMPLEMENTED,
+  grpc.status.INTERNAL,
+  grpc.status.UNAVAILABLE,
+  grpc.status.DATA_LOSS,
+]);
+
+type State = 'new' | 'starting' | 'started' | 'stopping' | 'stopped';
+
+export function createRpcServer(options: RpcServerOptions): RpcServer {
+  const { logger, principalVerifier } = options;
+  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
+  const server = new grpc.Server();
+  const services: DescService[] = [];
+  let state: State = 'new';
+  let boundPort: number | undefined;
+  let stopping: Promise<void> | undefined;
+
+  const health = new HealthImplementation({ '': 'NOT_SERVING' });
+  const statuses = new Map<string, ServingStatus>([['', 'NOT_SERVING']]);
+  const setStatus = (name: string, status: ServingStatus): void => {
+    statuses.set(name, status);
+    health.setStatus(name, status);
+  };
+  // Health Watch streams never end on their own and would hold a graceful shutdown until the
+  // timeout, so they are tracked and ended once NOT_SERVING has been sent.
+  const watches = new Set<grpc.ServerWritableStream<unknown, unknown>>();
+  health.addToServer({
+    addService(definition: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) {
+      const watch = implementation.watch as grpc.handleServerStreamingCall<unknown, unknown>;
+      server.addService(definition, {
+        ...implementation,
+        watch(call: grpc.ServerWritableStream<unknown, unknown>) {
+          watches.add(call);
+          const forget = (): void => void watches.delete(call);
+          call.once('cancelled', forget);
+          call.once('finish', forget);
+          watch(call);
+        },
+      });
+    },
+  } as grpc.Server);
+
+  function handleUnary(service: DescService, method: DescMethod, handler: (request: Message, ctx: CallContext) => Promise<unknown>) {
+    const spanName = `${service.typeName}/${method.name}`;
+    const rpc = { service: service.typeName, method: method.name };
+    return (call: grpc.ServerUnaryCall<Message, Uint8Array>, callback: grpc.sendUnaryData<Uint8Array>): void => {
+      const parent = propagation.extract(ROOT_CONTEXT, call.metadata, metadataGetter);
+      const span = trace.getTracer(TRACER_NAME).startSpan(
+        spanName,
+        {
+          kind: SpanKind.SERVER,
+          attributes: { 'rpc.system': 'grpc', 'rpc.service': service.typeName, 'rpc.method': method.name },
+        },
+        parent,
+      );
+      const traceContext = trace.setSpan(parent, span);
+
+      const controller = new AbortController();
+      const rawDeadline = call.getDeadline();
+      const deadline = rawDeadline instanceof Date ? rawDeadline : Number.isFinite(rawDeadline) ? new Date(rawDeadline) : undefined;
+      const deadlineTimer = deadline
+        ? setTimeout(() => controller.abort(new ServiceError('unavailable', 'Deadline exceeded')), Math.max(0, deadline.getTime() - Date.now()))
+        : undefined;
+      const onCancelled = (): void => controller.abort(new ServiceError('unavailable', 'Call cancelled'));
+      call.once('cancelled', onCancelled);
+
+      void context.with(traceContext, async () => {
+        try {
+          const principal = principalVerifier.verify({
+            principal: firstString(call.metadata, PRINCIPAL_HEADER),
+            signature: firstString(call.metadata, PRINCIPAL_SIGNATURE_HEADER),
+          });
+          const result = await handler(call.request, {
+            principal,
+            deadline,
+            signal: controller.signal,
+            metadata: call.metadata,
+            traceContext,
+          });
+          // Encoded here rather than by grpc-js so an unencodable result is this call's internal error.
+          const response = toBinary(method.output, create(method.output, result as never));
+          endSpan(span, grpc.status.OK);
+          callback(null, response);
+        } catch (err) {
+          let error: ServiceError;
+          if (err instanceof ServiceError) {
+            error = err;
+            if (error.code === 'unauthorized') logger.warn({ rpc, reason: error.message }, 'rpc call rejected');
+          } else {
+            // The cause stays in the log; the caller learns only that something went wrong.
+            logger.error({ err, rpc }, 'rpc handler failed');
+            span.recordException(err instanceof Error ? err : String(err));
+            error = new ServiceError('internal', 'Internal error');
+          }
+          const status = serviceErrorToStatus(error);
+          endSpan(span, status.code, error.code);
+          callback(status);
+        } finally {
+          if (deadlineTimer) clearTimeout(deadlineTimer);
+          call.off('cancelled', onCancelled);
+        }
+      });
+    };
+  }
+
+  return {
+    addService(service, implementation) {
+      if (state !== 'new') throw new Error(`addService(${service.typeName}): services must be added before start()`);
+      if (services.some((s) => s.typeName === service.typeName)) {
+        throw new Error(`addService(${service.typeName}): service already added`);
+      }
+      const definition: Record<string, grpc.MethodDefinition<Message, Uint8Array>> = {};
+      const handlers: grpc.UntypedServiceImplementation = {};
+      for (const method of service.methods) {
+        if (method.methodKind !== 'unary') {
+          throw new Error(
+            `addService(${service.typeName}): ${method.name} is ${method.methodKind}; only unary methods are supported`,
+          );
+        }
+        const handler = (implementation as Record<string, unknown>)[method.localName];
+        if (typeof handler !== 'function') {
+          throw new Error(`addService(${service.typeName}): no handler for ${method.localName}`);
+        }
+        definition[method.localName] = {
+          path: `/${service.typeName}/${method.name}`,
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: (message: Message) => Buffer.from(toBinary(method.input, message)),
+          requestDeserialize: (bytes: Buffer) => fromBinary(method.input, bytes),
+          responseSerialize: (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+          // Only clients deserialize responses; the server never calls this.
+          responseDeserialize: (bytes: Buffer) => bytes,
+          originalName: method.localName,
+        };
+        const bound = (request: Message, ctx: CallContext) =>
+          (handler as (request: Message, ctx: CallContext) => Promise<unknown>).call(implementation, request, ctx);
+        handlers[method.localName] = handleUnary(service, method, bound);
+      }
+      server.addService(definition, handlers);
+      services.push(service);
+      setStatus(service.typeName, 'NOT_SERVING');
+    },
+
+    async start() {
+      if (state !== 'new') throw new Error('start(): the server was already started');
+      state = 'starting';
+      if (options.reflection ?? true) addReflection(server, services);
+      try {
+        boundPort = await new Promise<number>((resolve, reject) => {
+          server.bindAsync(hostPort(options.host, options.port), grpc.ServerCredentials.createInsecure(), (err, port) =>
+            err ? reject(err) : resolve(port),
+          );
+        });
+      } catch (err) {
+        state = 'stopped';
+        throw err;
+      }
+      state = 'started';
+      for (const name of statuses.keys()) setStatus(name, 'SERVING');
+      return { port: boundPort };
+    },
+
+    stop() {
+      if (stopping) return stopping;
+      if (state === 'new') {
+        state = 'stopped';
+        return (stopping = Promise.resolve());
+      }
+      state = 'stopping';
+      for (const name of statuses.keys()) setStatus(name, 'NOT_SERVING');
+      for (const call of watches) call.end();
+      watches.clear();
+      stopping = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          logger.warn({ shutdownTimeoutMs }, 'rpc server drain timed out; cancelling in-flight calls');
+          server.forceShutdown();
+          resolve();
+        }, shutdownTimeoutMs);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }).then(() => {
+        state = 'stopped';
+      });
+      return stopping;
+    },
+
+    address() {
+      if (boundPort === undefined) throw new Error('address(): the server is not started');
+      return hostPort(options.host, boundPort);
+    },
+
+    setServing(serviceName, serving) {
+      // After stop the watches are ended; writing to them would fail.
+      if (state === 'stopping' || state === 'stopped') return;
+      setStatus(serviceName, serving ? 'SERVING' : 'NOT_SERVING');
+    },
+  };
+}
+
+function endSpan(span: Span, code: number, errorCode?: string): void {
+  span.setAttribute('rpc.grpc.status_code', code);
+  if (errorCode) span.setAttribute('error.type', errorCode);
+  if (SERVER_FAULT_CODES.has(code)) span.setStatus({ code: SpanStatusCode.ERROR, message: grpcCodeName(code) });
+  span.end();
+}
+
+function hostPort(host: string, port: number): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+function firstString(metadata: grpc.Metadata, key: string): string | undefined {
+  const value = metadata.get(key)[0];
+  return typeof value === 'string' ? value : undefined;
+}
