@@ -43,7 +43,26 @@ export interface ConsumerOptions {
   nakDelayMs?: number;
   /** Give up on a message after this many deliveries (-1: never). Default -1. */
   maxDeliver?: number;
+  /**
+   * How many deliveries this consumer's handler runs at once, so one slow message does not hold
+   * up the rest. Default 4. Use 1 to see one publisher's messages in publish order.
+   */
+  concurrency?: number;
+  /**
+   * How long `stop()` waits for running handlers to finish before giving their messages back to
+   * the durable (the handlers' later results are then ignored). Default 5 s.
+   */
+  stopGraceMs?: number;
 }
+
+/** The defaults of {@link ConsumerOptions}, shared by every adapter. */
+export const CONSUMER_DEFAULTS = {
+  ackWaitMs: 30_000,
+  nakDelayMs: 1_000,
+  maxDeliver: -1,
+  concurrency: 4,
+  stopGraceMs: 5_000,
+} as const;
 
 /**
  * A message handler: resolving acknowledges the message, throwing naks it (it comes back after
@@ -52,7 +71,10 @@ export interface ConsumerOptions {
 export type DeliveryHandler = (delivery: Delivery) => Promise<void>;
 
 export interface Consumer {
-  /** Stops receiving. Unacknowledged messages are redelivered to the next consumer of the durable. */
+  /**
+   * Stops receiving. Waits up to `stopGraceMs` for running handlers; unacknowledged messages are
+   * redelivered to the next consumer of the durable. Safe to call twice.
+   */
   stop(): Promise<void>;
 }
 

@@ -1,1 +1,3 @@
 export * from './binaries.js';
+export * from './nats-server.js';
+export * from './redis-server.js';

@@ -1,0 +1,24 @@
+import { createInProcessBus, type InProcessBusOptions } from './in-process/in-process-bus.js';
+import { createNatsBus, type NatsBusOptions } from './nats/nats-bus.js';
+import type { EventBus } from './port.js';
+
+export * from './port.js';
+export { createInProcessBus, type InProcessBusOptions } from './in-process/in-process-bus.js';
+export { createNatsBus, type NatsBusOptions, type NatsEventBus } from './nats/nats-bus.js';
+
+/** Which bus to build: the embedded one (one process only) or NATS JetStream. */
+export type BusConfig = ({ kind: 'in-process' } & InProcessBusOptions) | ({ kind: 'nats' } & NatsBusOptions);
+
+/** Builds the bus a service's configuration asks for. */
+export async function createBus(config: BusConfig): Promise<EventBus> {
+  switch (config.kind) {
+    case 'in-process': {
+      const { kind: _kind, ...options } = config;
+      return createInProcessBus(options);
+    }
+    case 'nats': {
+      const { kind: _kind, ...options } = config;
+      return createNatsBus(options);
+    }
+  }
+}
