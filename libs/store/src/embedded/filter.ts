@@ -1,0 +1,294 @@
+/**
+ * Filter documents: validation (a clear error for anything the engine does not evaluate the way
+ * MongoDB does), evaluation through mingo's `Query`, and the facts the planner reads from a filter
+ * (equality, `$in` and range conditions per field).
+ */
+import { Query } from 'mingo';
+import type { Filter } from '../port.js';
+import { assertPath } from './paths.js';
+import { isPlainObject, typeRank, TypeRank, valuesEqual } from './values.js';
+
+const LOGICAL = new Set(['$and', '$or', '$nor']);
+const FIELD_OPERATORS = new Set([
+  '$eq',
+  '$ne',
+  '$gt',
+  '$gte',
+  '$lt',
+  '$lte',
+  '$in',
+  '$nin',
+  '$exists',
+  '$regex',
+  '$options',
+  '$elemMatch',
+  '$not',
+  '$size',
+  '$all',
+  '$type',
+  '$mod',
+]);
+
+export interface Matcher {
+  (doc: Record<string, unknown>): boolean;
+}
+
+const MATCH_ALL: Matcher = () => true;
+
+/** Validates and compiles a filter. */
+export function compileFilter(filter: Filter, what = 'filter'): Matcher {
+  assertFilter(filter, what);
+  if (Object.keys(filter).length === 0) return MATCH_ALL;
+  // Compiled on first use: building a mingo Query costs tens of microseconds, and plans that an
+  // index decides exactly (e.g. an `_id` lookup) never evaluate the filter.
+  let query: Query | undefined;
+  return (doc) => (query ??= new Query(filter, { scriptEnabled: false })).test(doc);
+}
+
+export function assertFilter(filter: unknown, what = 'filter'): asserts filter is Filter {
+  if (!isPlainObject(filter)) throw new TypeError(`${what} must be a plain object`);
+  validateQuery(filter, what);
+}
+
+function validateQuery(query: Record<string, unknown>, where: string): void {
+  for (const [key, value] of Object.entries(query)) {
+    if (key.startsWith('$')) {
+      if (!LOGICAL.has(key)) throw new TypeError(`${where}: unsupported top-level query operator ${key} (supported: $and, $or, $nor)`);
+      if (!Array.isArray(value) || value.length === 0) throw new TypeError(`${where}: ${key} needs a non-empty array of filters`);
+      value.forEach((sub, i) => {
+        if (!isPlainObject(sub)) throw new TypeError(`${where}: ${key}[${i}] must be a plain object`);
+        validateQuery(sub, `${where}.${key}[${i}]`);
+      });
+      continue;
+    }
+    assertPath(key, where);
+    validateCondition(value, `${where}.${key}`);
+  }
+}
+
+function isOperatorObject(value: unknown): value is Record<string, unknown> {
+  if (!isPlainObject(value)) return false;
+  const keys = Object.keys(value);
+  return keys.length > 0 && keys.some((k) => k.startsWith('$'));
+}
+
+function validateCondition(value: unknown, where: string): void {
+  if (isOperatorObject(value)) {
+    for (const [op, operand] of Object.entries(value)) {
+      if (!op.startsWith('$')) throw new TypeError(`${where}: cannot mix operators and field '${op}' in one condition`);
+      if (!FIELD_OPERATORS.has(op)) throw new TypeError(`${where}: unsupported query operator ${op}`);
+      validateOperand(op, operand, value, `${where}.${op}`);
+    }
+    return;
+  }
+  validateLiteral(value, where);
+}
+
+function validateLiteral(value: unknown, where: string): void {
+  if (value === undefined) {
+    throw new TypeError(`${where}: undefined in a filter (use null to match a missing field, or leave the condition out)`);
+  }
+  if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return;
+  if (value instanceof Date || value instanceof RegExp) return;
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => validateLiteral(v, `${where}[${i}]`));
+    return;
+  }
+  if (isPlainObject(value)) {
+    for (const [k, v] of Object.entries(value)) {
+      if (k.startsWith('$')) throw new TypeError(`${where}: operator ${k} is not valid inside a literal sub-document`);
+      validateLiteral(v, `${where}.${k}`);
+    }
+    return;
+  }
+  throw new TypeError(`${where}: unsupported value in a filter`);
+}
+
+function validateOperand(op: string, operand: unknown, all: Record<string, unknown>, where: string): void {
+  switch (op) {
+    case '$in':
+    case '$nin':
+    case '$all':
+      if (!Array.isArray(operand)) throw new TypeError(`${where} needs an array`);
+      operand.forEach((v, i) => validateLiteral(v, `${where}[${i}]`));
+      return;
+    case '$exists':
+      validateLiteral(operand, where);
+      return;
+    case '$regex':
+      if (typeof operand !== 'string' && !(operand instanceof RegExp)) throw new TypeError(`${where} needs a string or RegExp`);
+      if (typeof operand === 'string') {
+        try {
+          new RegExp(operand);
+        } catch (err) {
+          throw new TypeError(`${where}: invalid regular expression: ${(err as Error).message}`, { cause: err });
+        }
+      }
+      return;
+    case '$options':
+      if (!('$regex' in all)) throw new TypeError(`${where} is only valid together with $regex`);
+      // MongoDB's `x` (extended) flag has no JavaScript equivalent, so the engine cannot honour it.
+      if (typeof operand !== 'string' || !/^[ims]*$/.test(operand)) throw new TypeError(`${where} must be a string of the flags i, m, s`);
+      return;
+    case '$elemMatch':
+      if (!isPlainObject(operand)) throw new TypeError(`${where} needs a plain object`);
+      if (isOperatorObject(operand) && Object.keys(operand).every((k) => k.startsWith('$') && !LOGICAL.has(k))) {
+        validateCondition(operand, where);
+      } else {
+        validateQuery(operand, where);
+      }
+      return;
+    case '$not':
+      if (operand instanceof RegExp) return;
+      if (!isOperatorObject(operand)) throw new TypeError(`${where} needs an operator object or a RegExp`);
+      validateCondition(operand, where);
+      return;
+    case '$size':
+      if (typeof operand !== 'number' || !Number.isInteger(operand) || operand < 0) throw new TypeError(`${where} needs a non-negative integer`);
+      return;
+    case '$type':
+      if (typeof operand !== 'string' && typeof operand !== 'number' && !Array.isArray(operand)) throw new TypeError(`${where} needs a type name or number`);
+      return;
+    case '$mod':
+      if (!Array.isArray(operand) || operand.length !== 2 || operand.some((n) => typeof n !== 'number')) {
+        throw new TypeError(`${where} needs [divisor, remainder]`);
+      }
+      return;
+    default:
+      validateLiteral(operand, where);
+  }
+}
+
+// ---- planner facts --------------------------------------------------------------------------
+
+export interface RangeBound {
+  value: unknown;
+  inclusive: boolean;
+}
+
+export interface FieldCondition {
+  /** The field must equal one of these scalar values (equality or `$in`). */
+  eq?: unknown[];
+  /** Range bounds, all of one BSON type bracket (`rank`). */
+  range?: { rank: number; lower?: RangeBound; upper?: RangeBound };
+}
+
+/** Values an index can look up exactly: the index stores them as they are. */
+function isIndexableScalar(value: unknown, dotted: boolean): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return !Number.isNaN(value);
+    default:
+      break;
+  }
+  if (value instanceof Date) return true;
+  // `{a: null}` also matches documents whose path runs through array elements lacking the field;
+  // only a top-level field's null is exactly what the index stores.
+  return value === null && !dotted;
+}
+
+function isRangeScalar(value: unknown): boolean {
+  return (typeof value === 'number' && !Number.isNaN(value)) || typeof value === 'string' || value instanceof Date;
+}
+
+/**
+ * Conditions of a (validated) filter that must all hold: top-level fields and members of a
+ * top-level `$and`. When a field is constrained twice, one of its constraints is kept: any one of
+ * them still yields a superset of the matches, and the full filter is always applied afterwards.
+ */
+export function extractConditions(filter: Filter): Map<string, FieldCondition> {
+  const out = new Map<string, FieldCondition>();
+  const visit = (query: Record<string, unknown>): void => {
+    for (const [key, value] of Object.entries(query)) {
+      if (key === '$and') {
+        for (const sub of value as Record<string, unknown>[]) visit(sub);
+        continue;
+      }
+      if (key.startsWith('$')) continue;
+      if (out.has(key)) continue;
+      const cond = fieldCondition(value, key.includes('.'));
+      if (cond) out.set(key, cond);
+    }
+  };
+  visit(filter);
+  return out;
+}
+
+function fieldCondition(value: unknown, dotted: boolean): FieldCondition | undefined {
+  if (!isOperatorObject(value)) {
+    return isIndexableScalar(value, dotted) ? { eq: [value] } : undefined;
+  }
+  const cond: FieldCondition = {};
+  if ('$eq' in value) {
+    if (isIndexableScalar(value.$eq, dotted)) cond.eq = [value.$eq];
+  } else if ('$in' in value) {
+    const list = value.$in as unknown[];
+    if (list.every((v) => isIndexableScalar(v, dotted))) cond.eq = list;
+  }
+  const bounds: { op: string; value: unknown }[] = [];
+  for (const op of ['$gt', '$gte', '$lt', '$lte']) if (op in value) bounds.push({ op, value: value[op] });
+  if (bounds.length > 0 && bounds.every((b) => isRangeScalar(b.value))) {
+    const rank = typeRank(bounds[0]?.value);
+    if (bounds.every((b) => typeRank(b.value) === rank)) {
+      const range: { rank: number; lower?: RangeBound; upper?: RangeBound } = { rank };
+      for (const b of bounds) {
+        if (b.op === '$gt' || b.op === '$gte') range.lower = { value: b.value, inclusive: b.op === '$gte' };
+        else range.upper = { value: b.value, inclusive: b.op === '$lte' };
+      }
+      cond.range = range;
+    }
+  }
+  return cond.eq || cond.range ? cond : undefined;
+}
+
+/** Date bracket range helper for TTL sweeps. */
+export function dateRangeUpTo(cutoff: Date): { rank: number; upper: RangeBound } {
+  return { rank: TypeRank.date, upper: { value: cutoff, inclusive: true } };
+}
+
+/**
+ * Whether every document matching `filter` also matches `partial` (so a partial index holds all
+ * candidates). Decided conservatively: each top-level condition of `partial` must appear verbatim
+ * in the filter (or, for a scalar equality, as the same single equality).
+ */
+export function impliesPartial(filter: Filter, partial: Filter): boolean {
+  const conjuncts: Record<string, unknown>[] = [];
+  const gather = (q: Record<string, unknown>): void => {
+    conjuncts.push(q);
+    const and = q.$and;
+    if (Array.isArray(and)) for (const sub of and) if (isPlainObject(sub)) gather(sub);
+  };
+  gather(filter);
+  const conditions = extractConditions(filter);
+  for (const [key, cond] of Object.entries(partial)) {
+    if (key === '$and') {
+      if (!(cond as Filter[]).every((sub) => impliesPartial(filter, sub))) return false;
+      continue;
+    }
+    const verbatim = conjuncts.some((q) => key in q && deepEqualQuery(q[key], cond));
+    if (verbatim) continue;
+    const eq = conditions.get(key)?.eq;
+    const wanted = isOperatorObject(cond) ? (Object.keys(cond).length === 1 && '$eq' in cond ? cond.$eq : undefined) : cond;
+    const scalar = typeof wanted === 'string' || typeof wanted === 'number' || typeof wanted === 'boolean' || wanted instanceof Date;
+    if (scalar && eq?.length === 1 && valuesEqual(eq[0], wanted)) continue;
+    return false;
+  }
+  return true;
+}
+
+function deepEqualQuery(a: unknown, b: unknown): boolean {
+  if (a instanceof RegExp || b instanceof RegExp) return a instanceof RegExp && b instanceof RegExp && String(a) === String(b);
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => deepEqualQuery(v, b[i]));
+  }
+  if (isPlainObject(a) || isPlainObject(b)) {
+    if (!isPlainObject(a) || !isPlainObject(b)) return false;
+    const ka = Object.keys(a);
+    const kb = Object.keys(b);
+    return ka.length === kb.length && ka.every((k, i) => k === kb[i] && deepEqualQuery(a[k], b[k]));
+  }
+  return valuesEqual(a, b);
+}
