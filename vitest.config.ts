@@ -10,5 +10,6 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 2,
     reporters: ['default'],
+    globalSetup: ['test/support/global-setup.ts'],
   },
 });

@@ -36,7 +36,15 @@ const channels = new Map<string, PooledChannel>();
 function acquireChannel(address: string): PooledChannel {
   let pooled = channels.get(address);
   if (!pooled) {
-    const channel = new grpc.Channel(address, grpc.credentials.createInsecure(), {});
+    // Peers restart (deploys, crashes): reconnect quickly instead of backing off for minutes,
+    // and keep idle channels alive through proxies and NAT.
+    const channel = new grpc.Channel(address, grpc.credentials.createInsecure(), {
+      'grpc.initial_reconnect_backoff_ms': 100,
+      'grpc.min_reconnect_backoff_ms': 100,
+      'grpc.max_reconnect_backoff_ms': 2_000,
+      'grpc.keepalive_time_ms': 30_000,
+      'grpc.keepalive_timeout_ms': 10_000,
+    });
     // Never close this Client: with channelOverride its close() would close the shared channel.
     const client = new grpc.Client(address, grpc.credentials.createInsecure(), { channelOverride: channel });
     pooled = { channel, client, refs: 0 };

@@ -69,6 +69,9 @@ export function workspaceImplementation(
       if (!workspace) throw new ServiceError('not-found', 'Workspace not found');
       return { workspace };
     },
+    async listMemberships() {
+      return { memberships: [...workspaces.keys()].map((workspaceId) => ({ workspaceId, role: 'owner' })) };
+    },
     ...overrides,
   };
 }

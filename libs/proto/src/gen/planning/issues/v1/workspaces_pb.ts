@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file planning/issues/v1/workspaces.proto.
  */
 export const file_planning_issues_v1_workspaces: GenFile = /*@__PURE__*/
-  fileDesc("CiNwbGFubmluZy9pc3N1ZXMvdjEvd29ya3NwYWNlcy5wcm90bxIScGxhbm5pbmcuaXNzdWVzLnYxIqcBCglXb3Jrc3BhY2USCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRzbHVnGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIQCghvd25lcl9pZBgFIAEoCRIXCg9kZWZhdWx0X3NhbmRib3gYBiABKAkSDwoHcGxhbl9pZBgHIAEoCRISCgpjcmVhdGVkX2F0GAggASgJEhIKCnVwZGF0ZWRfYXQYCSABKAkibAoWQ3JlYXRlV29ya3NwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhUKCG93bmVyX2lkGAIgASgJSACIAQESFAoHcGxhbl9pZBgDIAEoCUgBiAEBQgsKCV9vd25lcl9pZEIKCghfcGxhbl9pZCJLChdDcmVhdGVXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlImsKFUxpc3RXb3Jrc3BhY2VzUmVxdWVzdBIOCgFxGAEgASgJSACIAQESEgoFbGltaXQYAiABKAVIAYgBARITCgZjdXJzb3IYAyABKAlIAogBAUIECgJfcUIICgZfbGltaXRCCQoHX2N1cnNvciJ1ChZMaXN0V29ya3NwYWNlc1Jlc3BvbnNlEjEKCndvcmtzcGFjZXMYASADKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlEhgKC25leHRfY3Vyc29yGAIgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIiEKE0dldFdvcmtzcGFjZVJlcXVlc3QSCgoCaWQYASABKAkiSAoUR2V0V29ya3NwYWNlUmVzcG9uc2USMAoJd29ya3NwYWNlGAEgASgLMh0ucGxhbm5pbmcuaXNzdWVzLnYxLldvcmtzcGFjZTLKAgoQV29ya3NwYWNlU2VydmljZRJqCg9DcmVhdGVXb3Jrc3BhY2USKi5wbGFubmluZy5pc3N1ZXMudjEuQ3JlYXRlV29ya3NwYWNlUmVxdWVzdBorLnBsYW5uaW5nLmlzc3Vlcy52MS5DcmVhdGVXb3Jrc3BhY2VSZXNwb25zZRJnCg5MaXN0V29ya3NwYWNlcxIpLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0V29ya3NwYWNlc1JlcXVlc3QaKi5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFdvcmtzcGFjZXNSZXNwb25zZRJhCgxHZXRXb3Jrc3BhY2USJy5wbGFubmluZy5pc3N1ZXMudjEuR2V0V29ya3NwYWNlUmVxdWVzdBooLnBsYW5uaW5nLmlzc3Vlcy52MS5HZXRXb3Jrc3BhY2VSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("CiNwbGFubmluZy9pc3N1ZXMvdjEvd29ya3NwYWNlcy5wcm90bxIScGxhbm5pbmcuaXNzdWVzLnYxIqcBCglXb3Jrc3BhY2USCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRzbHVnGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIQCghvd25lcl9pZBgFIAEoCRIXCg9kZWZhdWx0X3NhbmRib3gYBiABKAkSDwoHcGxhbl9pZBgHIAEoCRISCgpjcmVhdGVkX2F0GAggASgJEhIKCnVwZGF0ZWRfYXQYCSABKAkibAoWQ3JlYXRlV29ya3NwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhUKCG93bmVyX2lkGAIgASgJSACIAQESFAoHcGxhbl9pZBgDIAEoCUgBiAEBQgsKCV9vd25lcl9pZEIKCghfcGxhbl9pZCJLChdDcmVhdGVXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlImsKFUxpc3RXb3Jrc3BhY2VzUmVxdWVzdBIOCgFxGAEgASgJSACIAQESEgoFbGltaXQYAiABKAVIAYgBARITCgZjdXJzb3IYAyABKAlIAogBAUIECgJfcUIICgZfbGltaXRCCQoHX2N1cnNvciJ1ChZMaXN0V29ya3NwYWNlc1Jlc3BvbnNlEjEKCndvcmtzcGFjZXMYASADKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlEhgKC25leHRfY3Vyc29yGAIgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIiEKE0dldFdvcmtzcGFjZVJlcXVlc3QSCgoCaWQYASABKAkiSAoUR2V0V29ya3NwYWNlUmVzcG9uc2USMAoJd29ya3NwYWNlGAEgASgLMh0ucGxhbm5pbmcuaXNzdWVzLnYxLldvcmtzcGFjZSI8ChZMaXN0TWVtYmVyc2hpcHNSZXF1ZXN0EhUKCG1pbl9yb2xlGAEgASgJSACIAQFCCwoJX21pbl9yb2xlIjAKCk1lbWJlcnNoaXASFAoMd29ya3NwYWNlX2lkGAEgASgJEgwKBHJvbGUYAiABKAkiZgoXTGlzdE1lbWJlcnNoaXBzUmVzcG9uc2USMwoLbWVtYmVyc2hpcHMYASADKAsyHi5wbGFubmluZy5pc3N1ZXMudjEuTWVtYmVyc2hpcBIWCg5hbGxfd29ya3NwYWNlcxgCIAEoCDK2AwoQV29ya3NwYWNlU2VydmljZRJqCg9DcmVhdGVXb3Jrc3BhY2USKi5wbGFubmluZy5pc3N1ZXMudjEuQ3JlYXRlV29ya3NwYWNlUmVxdWVzdBorLnBsYW5uaW5nLmlzc3Vlcy52MS5DcmVhdGVXb3Jrc3BhY2VSZXNwb25zZRJnCg5MaXN0V29ya3NwYWNlcxIpLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0V29ya3NwYWNlc1JlcXVlc3QaKi5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFdvcmtzcGFjZXNSZXNwb25zZRJhCgxHZXRXb3Jrc3BhY2USJy5wbGFubmluZy5pc3N1ZXMudjEuR2V0V29ya3NwYWNlUmVxdWVzdBooLnBsYW5uaW5nLmlzc3Vlcy52MS5HZXRXb3Jrc3BhY2VSZXNwb25zZRJqCg9MaXN0TWVtYmVyc2hpcHMSKi5wbGFubmluZy5pc3N1ZXMudjEuTGlzdE1lbWJlcnNoaXBzUmVxdWVzdBorLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0TWVtYmVyc2hpcHNSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * @generated from message planning.issues.v1.Workspace
@@ -213,6 +213,71 @@ export const GetWorkspaceResponseSchema: GenMessage<GetWorkspaceResponse> = /*@_
   messageDesc(file_planning_issues_v1_workspaces, 6);
 
 /**
+ * @generated from message planning.issues.v1.ListMembershipsRequest
+ */
+export type ListMembershipsRequest = Message<"planning.issues.v1.ListMembershipsRequest"> & {
+  /**
+   * Only memberships with at least this role: viewer, member, admin or owner.
+   *
+   * @generated from field: optional string min_role = 1;
+   */
+  minRole?: string | undefined;
+};
+
+/**
+ * Describes the message planning.issues.v1.ListMembershipsRequest.
+ * Use `create(ListMembershipsRequestSchema)` to create a new message.
+ */
+export const ListMembershipsRequestSchema: GenMessage<ListMembershipsRequest> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 7);
+
+/**
+ * @generated from message planning.issues.v1.Membership
+ */
+export type Membership = Message<"planning.issues.v1.Membership"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string role = 2;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.Membership.
+ * Use `create(MembershipSchema)` to create a new message.
+ */
+export const MembershipSchema: GenMessage<Membership> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 8);
+
+/**
+ * @generated from message planning.issues.v1.ListMembershipsResponse
+ */
+export type ListMembershipsResponse = Message<"planning.issues.v1.ListMembershipsResponse"> & {
+  /**
+   * @generated from field: repeated planning.issues.v1.Membership memberships = 1;
+   */
+  memberships: Membership[];
+
+  /**
+   * True for system administrators and services: every workspace is in scope.
+   *
+   * @generated from field: bool all_workspaces = 2;
+   */
+  allWorkspaces: boolean;
+};
+
+/**
+ * Describes the message planning.issues.v1.ListMembershipsResponse.
+ * Use `create(ListMembershipsResponseSchema)` to create a new message.
+ */
+export const ListMembershipsResponseSchema: GenMessage<ListMembershipsResponse> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 9);
+
+/**
  * Workspaces: the tenancy boundary of the planning service. Timestamps are RFC 3339 strings in UTC
  * so the REST surface can pass them through unchanged.
  *
@@ -242,6 +307,17 @@ export const WorkspaceService: GenService<{
     methodKind: "unary";
     input: typeof GetWorkspaceRequestSchema;
     output: typeof GetWorkspaceResponseSchema;
+  },
+  /**
+   * The workspaces the calling principal belongs to, with its role in each. Other services use
+   * it to scope what they show (e.g. diagnostics for the workspaces a user administers).
+   *
+   * @generated from rpc planning.issues.v1.WorkspaceService.ListMemberships
+   */
+  listMemberships: {
+    methodKind: "unary";
+    input: typeof ListMembershipsRequestSchema;
+    output: typeof ListMembershipsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_planning_issues_v1_workspaces, 0);

@@ -1,0 +1,158 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createInProcessBus, type EventBus, type EventEnvelope } from '@planning/bus';
+import { configureFailpoints } from '@planning/runtime/failpoints';
+import { createEmbeddedStore, type DocumentStore } from '@planning/store';
+import { createOutbox, subjectFor, type Outbox } from './index.js';
+
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+
+interface Harness {
+  store: DocumentStore;
+  bus: EventBus;
+  outbox: Outbox;
+  received: EventEnvelope[];
+}
+
+const open: Harness[] = [];
+
+async function harness(
+  options: { start?: boolean; bus?: EventBus; store?: DocumentStore; leaseMs?: number } = {},
+): Promise<Harness> {
+  const store = options.store ?? createEmbeddedStore();
+  const bus = options.bus ?? (await createInProcessBus());
+  const received: EventEnvelope[] = [];
+  await bus.consume({ durable: `test-${open.length}`, filterSubjects: ['planning.>'] }, async (d) => {
+    received.push(d.event);
+  });
+  const outbox = await createOutbox({
+    store,
+    bus,
+    source: 'issues',
+    logger: quiet,
+    pollIntervalMs: 50,
+    ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+  });
+  if (options.start !== false) await outbox.start();
+  const h = { store, bus, outbox, received };
+  open.push(h);
+  return h;
+}
+
+async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+afterEach(async () => {
+  configureFailpoints(undefined);
+  for (const h of open.splice(0)) {
+    await h.outbox.stop();
+    await h.bus.close();
+    await h.store.close();
+  }
+});
+
+describe('outbox: events commit with the change', () => {
+  it('outbox: an event added in a committed transaction is published with its id, subject and source', async () => {
+    const h = await harness();
+    const things = h.store.collection('things');
+    const event = await h.outbox.transaction(async (session) => {
+      await things.insertOne({ _id: 't1', n: 1 }, { session });
+      return h.outbox.add({ type: 'thing.created', workspaceId: 'ws_1', data: { subject: { type: 'thing', id: 't1' } } }, { session });
+    });
+    await until(() => h.received.length === 1);
+    expect(h.received[0]).toEqual(event);
+    expect(event.subject).toBe(subjectFor('issues', 'thing.created'));
+    expect(event.source).toBe('issues');
+    expect(event.id).toMatch(/^evt_/);
+    expect(await h.outbox.pendingCount()).toBe(0);
+  });
+
+  it('outbox: a transaction that throws leaves neither the change nor the event', async () => {
+    const h = await harness();
+    const things = h.store.collection('things');
+    await expect(
+      h.outbox.transaction(async (session) => {
+        await things.insertOne({ _id: 't1' }, { session });
+        await h.outbox.add({ type: 'thing.created', data: {} }, { session });
+        throw new Error('changed my mind');
+      }),
+    ).rejects.toThrow('changed my mind');
+    await h.outbox.flush();
+    expect(await things.countDocuments({})).toBe(0);
+    expect(await h.outbox.pendingCount()).toBe(0);
+    expect(h.received).toHaveLength(0);
+  });
+
+  it('outbox: the trace context of the request that made the change travels with the event', async () => {
+    const store = createEmbeddedStore();
+    const bus = await createInProcessBus();
+    const headers: Record<string, string>[] = [];
+    await bus.consume({ durable: 'trace', filterSubjects: ['planning.>'] }, async (d) => {
+      headers.push(d.headers);
+    });
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const outbox = await createOutbox({ store, bus, source: 'issues', logger: quiet, traceHeaders: () => ({ traceparent }) });
+    await outbox.start();
+    await outbox.add({ type: 'thing.created', data: {} });
+    await until(() => headers.length === 1);
+    expect(headers[0]).toMatchObject({ traceparent });
+    await outbox.stop();
+    await bus.close();
+    await store.close();
+  });
+
+  it('outbox: events are published in the order they were added', async () => {
+    const h = await harness();
+    for (let i = 0; i < 20; i++) await h.outbox.add({ type: 'thing.changed', data: { i } });
+    await until(() => h.received.length === 20);
+    expect(h.received.map((e) => e.data.i)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+  });
+});
+
+describe('outbox: crashes lose nothing and double nothing', () => {
+  it('outbox: a relay that fails before publishing leaves the event pending, and the next pass publishes it', async () => {
+    // A lease of 0: the failed attempt's claim on the event lapses at once.
+    const h = await harness({ start: false, leaseMs: 0 });
+    configureFailpoints('outbox.before-publish=throw');
+    await h.outbox.add({ type: 'thing.created', data: {} });
+    await expect(h.outbox.flush()).rejects.toThrow(/failpoint/);
+    expect(await h.outbox.pendingCount()).toBe(1);
+    expect(h.received).toHaveLength(0);
+    configureFailpoints(undefined);
+    const again = await createOutbox({ store: h.store, bus: h.bus, source: 'issues', logger: quiet, leaseMs: 0 });
+    await again.flush();
+    await until(() => h.received.length === 1);
+    expect(await h.outbox.pendingCount()).toBe(0);
+  });
+
+  it('outbox: a relay that fails after publishing republishes, and the bus drops the duplicate', async () => {
+    const h = await harness({ start: false, leaseMs: 0 });
+    configureFailpoints('outbox.after-publish=throw');
+    await h.outbox.add({ type: 'thing.created', data: {} });
+    await expect(h.outbox.flush()).rejects.toThrow(/failpoint/);
+    configureFailpoints(undefined);
+    const again = await createOutbox({ store: h.store, bus: h.bus, source: 'issues', logger: quiet, leaseMs: 0 });
+    await again.flush();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(h.received).toHaveLength(1);
+    expect(await h.outbox.pendingCount()).toBe(0);
+  });
+
+  it('outbox: two relays on one store publish each event once', async () => {
+    const store = createEmbeddedStore();
+    const bus = await createInProcessBus();
+    const a = await harness({ store, bus });
+    const b = await createOutbox({ store, bus, source: 'issues', logger: quiet, pollIntervalMs: 50 });
+    await b.start();
+    for (let i = 0; i < 100; i++) await a.outbox.add({ type: 'thing.changed', data: { i } });
+    await until(() => a.received.length >= 100);
+    await new Promise((r) => setTimeout(r, 200));
+    await b.stop();
+    expect(new Set(a.received.map((e) => e.id)).size).toBe(100);
+    expect(a.received).toHaveLength(100);
+  });
+});

@@ -1,0 +1,6 @@
+export * from './registry.js';
+export * from './runtime.js';
+export * from './process-config.js';
+export * from './http.js';
+export * from './infra.js';
+export { configureFailpoints, failpoint, FailpointError } from './failpoints.js';

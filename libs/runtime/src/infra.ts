@@ -1,0 +1,168 @@
+/**
+ * Infrastructure modules every target shares: the event bus, the process's gRPC server, the
+ * gRPC clients to peer services, and per-service document stores. Which adapter each uses is
+ * decided here, from configuration, and nowhere else.
+ */
+import { join } from 'node:path';
+import type { DescService } from '@bufbuild/protobuf';
+import { createBus, type EventBus } from '@planning/bus';
+import {
+  createPrincipalSigner,
+  createPrincipalVerifier,
+  createRpcClient,
+  createRpcServer,
+  type RpcClient,
+  type RpcServer,
+  type ServiceImplementation,
+} from '@planning/rpc';
+import { createStore, type DocumentStore } from '@planning/store';
+import type { Logger } from '@planning/telemetry';
+import type { ProcessConfig, ServiceName } from './process-config.js';
+import type { ModuleContext, ModuleDefinition } from './registry.js';
+
+export interface BusExports {
+  bus: EventBus;
+}
+
+export const busModule: ModuleDefinition<undefined, BusExports> = {
+  name: 'bus',
+  deps: [],
+  async init(ctx) {
+    const bus = ctx.config.NATS_URL
+      ? await createBus({ kind: 'nats', servers: ctx.config.NATS_URL })
+      : await createBus({ kind: 'in-process' });
+    ctx.logger.info({ kind: bus.kind }, 'event bus ready');
+    return {
+      exports: { bus },
+      async stop() {
+        await bus.close();
+      },
+      async ready() {
+        try {
+          await bus.ping();
+          return { ok: true, details: { kind: bus.kind } };
+        } catch (err) {
+          return { ok: false, details: { kind: bus.kind, error: err instanceof Error ? err.message : String(err) } };
+        }
+      },
+    };
+  },
+};
+
+export interface RpcServerExports {
+  addService<S extends DescService>(service: S, implementation: ServiceImplementation<S>): void;
+  /** host:port this process's gRPC server listens on (after start). */
+  localAddress(): string;
+}
+
+export const rpcServerModule: ModuleDefinition<undefined, RpcServerExports> = {
+  name: 'rpc-server',
+  deps: [],
+  async init(ctx) {
+    const server: RpcServer = createRpcServer({
+      host: ctx.config.GRPC_HOST,
+      port: ctx.config.GRPC_PORT,
+      logger: ctx.logger as unknown as Logger,
+      principalVerifier: createPrincipalVerifier(ctx.config.internalSecret),
+    });
+    let port = 0;
+    return {
+      exports: {
+        addService: (service, implementation) => server.addService(service, implementation),
+        localAddress: () => `127.0.0.1:${port}`,
+      },
+      async start() {
+        ({ port } = await server.start());
+        ctx.logger.info({ host: ctx.config.GRPC_HOST, port }, 'grpc listening');
+      },
+      async drain() {
+        await server.stop();
+      },
+    };
+  },
+};
+
+export interface RpcClientsExports {
+  /** A typed client for `service`, which the peer service `owner` serves. Clients are cached. */
+  client<S extends DescService>(owner: ServiceName, service: S): RpcClient<S>;
+}
+
+export const rpcClientsModule: ModuleDefinition<undefined, RpcClientsExports> = {
+  name: 'rpc-clients',
+  deps: ['rpc-server'],
+  async init(ctx) {
+    const server = ctx.get<RpcServerExports>('rpc-server');
+    const signer = createPrincipalSigner(ctx.config.internalSecret);
+    const clients = new Map<string, RpcClient<DescService>>();
+    const addressOf = (owner: ServiceName): string => {
+      // In all-in-one the peer runs here: dial our own gRPC server, through the same codec.
+      if (ctx.has(owner)) return server.localAddress();
+      const address = ctx.config.peers[owner];
+      if (!address) throw new Error(`no gRPC address configured for ${owner}`);
+      return address;
+    };
+    return {
+      exports: {
+        client<S extends DescService>(owner: ServiceName, service: S): RpcClient<S> {
+          const key = `${owner}/${service.typeName}`;
+          const existing = clients.get(key);
+          if (existing) return existing as unknown as RpcClient<S>;
+          // Dial on first call: in all-in-one the local server's port is only known once it listens.
+          let real: RpcClient<DescService> | undefined;
+          const connect = (): RpcClient<DescService> => {
+            real ??= createRpcClient(service, {
+              address: addressOf(owner),
+              principalSigner: signer,
+              defaultDeadlineMs: ctx.config.RPC_DEADLINE_MS,
+            }) as unknown as RpcClient<DescService>;
+            return real;
+          };
+          const lazy: Record<string, unknown> = {
+            close: () => real?.close(),
+          };
+          for (const method of service.methods) {
+            lazy[method.localName] = (request: unknown, options: unknown) =>
+              (connect() as unknown as Record<string, (r: unknown, o: unknown) => Promise<unknown>>)[method.localName]!(
+                request,
+                options,
+              );
+          }
+          clients.set(key, lazy as unknown as RpcClient<DescService>);
+          return lazy as unknown as RpcClient<S>;
+        },
+      },
+      async stop() {
+        for (const client of clients.values()) client.close();
+        clients.clear();
+      },
+    };
+  },
+};
+
+/**
+ * Opens the document store a service owns: its own MongoDB database (`<prefix>-<service>`), or
+ * an embedded store (persisted under `DATA_DIR/<service>` when DATA_DIR is set).
+ */
+export async function openServiceStore(config: ProcessConfig, service: ServiceName): Promise<DocumentStore> {
+  if (config.MONGODB_URI) {
+    return createStore({ kind: 'mongodb', uri: config.MONGODB_URI, database: `${config.MONGODB_DB_PREFIX}-${service}` });
+  }
+  return createStore({
+    kind: 'embedded',
+    name: service,
+    ...(config.DATA_DIR ? { dataDir: join(config.DATA_DIR, service) } : {}),
+  });
+}
+
+/** Readiness of a store, for a service module's `ready()`. */
+export async function storeReadiness(store: DocumentStore): Promise<{ ok: boolean; details: Record<string, unknown> }> {
+  try {
+    await store.ping();
+    return { ok: true, details: { store: store.kind } };
+  } catch (err) {
+    return { ok: false, details: { store: store.kind, error: err instanceof Error ? err.message : String(err) } };
+  }
+}
+
+/** Shorthand used by service modules. */
+export type ServiceContext<TSettings = undefined> = ModuleContext<TSettings>;

@@ -1,0 +1,137 @@
+/**
+ * Process-wide configuration: what every process needs whatever its target (ports, backends,
+ * peers). Read from environment variables only, once, in `loadProcessConfig`.
+ */
+import { randomBytes } from 'node:crypto';
+import { env, loadEnv, secret, type ConfigProblem, type EnvValues, describeEnv } from '@planning/config';
+
+export const SERVICE_MODULES = ['gateway', 'issues', 'agents-claims', 'imports-exports', 'audit'] as const;
+export type ServiceName = (typeof SERVICE_MODULES)[number];
+
+export const TARGETS = ['all', ...SERVICE_MODULES] as const;
+export type Target = (typeof TARGETS)[number];
+
+/** The gRPC peer variable for each service that can be reached remotely. */
+export const PEER_VARIABLES: Readonly<Record<ServiceName, string>> = {
+  gateway: 'GATEWAY_GRPC_URL',
+  issues: 'ISSUES_GRPC_URL',
+  'agents-claims': 'AGENTS_CLAIMS_GRPC_URL',
+  'imports-exports': 'IMPORTS_EXPORTS_GRPC_URL',
+  audit: 'AUDIT_GRPC_URL',
+};
+
+export const processEnvShape = {
+  SERVICE_TARGET: env.oneOf(TARGETS).default('all'),
+  HOST: env.string().default('0.0.0.0'),
+  PORT: env.port().default(8080),
+  GRPC_HOST: env.string().default('0.0.0.0'),
+  GRPC_PORT: env.port().default(50051),
+  NATS_URL: env.urlList(['nats', 'tls']).optional(),
+  REDIS_URL: secret(env.url(['redis', 'rediss']).optional()),
+  MONGODB_URI: secret(env.url(['mongodb', 'mongodb+srv']).optional()),
+  MONGODB_DB_PREFIX: env.string().default('planning'),
+  DATA_DIR: env.string().optional(),
+  SERVICE_INTERNAL_SECRET: secret(env.string().min(32, 'must be at least 32 characters').optional()),
+  ISSUES_GRPC_URL: env.hostPort().optional(),
+  AGENTS_CLAIMS_GRPC_URL: env.hostPort().optional(),
+  IMPORTS_EXPORTS_GRPC_URL: env.hostPort().optional(),
+  AUDIT_GRPC_URL: env.hostPort().optional(),
+  RPC_DEADLINE_MS: env.int(100, 600_000).default(10_000),
+  SHUTDOWN_DELAY_MS: env.int(0, 120_000).optional(),
+  LOG_LEVEL: env.oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  SERVICE_FAILPOINTS: env.string().optional(),
+};
+
+export type ProcessEnv = EnvValues<typeof processEnvShape>;
+
+export interface ProcessConfig extends ProcessEnv {
+  target: Target;
+  /** Milliseconds between turning readiness off and draining, on SIGTERM. */
+  shutdownDelayMs: number;
+  /** Which services each process kind dials over gRPC, for distributed targets. */
+  peers: Partial<Record<ServiceName, string>>;
+  /**
+   * Key that signs the principal passed over gRPC: SERVICE_INTERNAL_SECRET, or (all-in-one only)
+   * a random key made at start, which keeps the process's gRPC port closed to outside callers.
+   */
+  internalSecret: string;
+}
+
+/**
+ * The services each service calls over gRPC. A target that does not run a needed service in
+ * its own process must be told where to find it.
+ */
+export const SERVICE_PEERS: Readonly<Record<ServiceName, readonly ServiceName[]>> = {
+  gateway: ['issues', 'agents-claims', 'imports-exports', 'audit'],
+  issues: [],
+  'agents-claims': ['issues'],
+  'imports-exports': ['issues'],
+  audit: ['issues'],
+};
+
+export function servicesOf(target: Target): ServiceName[] {
+  return target === 'all' ? [...SERVICE_MODULES] : [target];
+}
+
+export type ProcessConfigResult = { ok: true; value: ProcessConfig } | { ok: false; problems: ConfigProblem[] };
+
+export function loadProcessConfig(source: NodeJS.ProcessEnv, targetOverride?: string): ProcessConfigResult {
+  const problems: ConfigProblem[] = [];
+  const input = targetOverride === undefined ? source : { ...source, SERVICE_TARGET: targetOverride };
+  const parsed = loadEnv(processEnvShape, input);
+  if (!parsed.ok) {
+    // Report a bad --target as such rather than as the variable it overrides.
+    return {
+      ok: false,
+      problems: parsed.problems.map((p) =>
+        p.variable === 'SERVICE_TARGET' && targetOverride !== undefined ? { ...p, variable: '--target' } : p,
+      ),
+    };
+  }
+  const values = parsed.value;
+  const target = values.SERVICE_TARGET;
+  const services = servicesOf(target);
+
+  if (target !== 'all') {
+    if (!values.NATS_URL) {
+      problems.push({
+        variable: 'NATS_URL',
+        message: `is required for --target=${target}: the in-process event bus cannot span processes`,
+      });
+    }
+    if (!values.SERVICE_INTERNAL_SECRET) {
+      problems.push({
+        variable: 'SERVICE_INTERNAL_SECRET',
+        message: `is required for --target=${target}: processes sign the principal they pass over gRPC with it`,
+      });
+    }
+  }
+
+  const peers: Partial<Record<ServiceName, string>> = {};
+  for (const service of services) {
+    for (const peer of SERVICE_PEERS[service]) {
+      if (services.includes(peer)) continue;
+      const variable = PEER_VARIABLES[peer];
+      const address = (values as Record<string, unknown>)[variable];
+      if (typeof address === 'string') peers[peer] = address;
+      else problems.push({ variable, message: `is required for --target=${target} (it calls ${peer} over gRPC)` });
+    }
+  }
+
+  if (problems.length > 0) return { ok: false, problems };
+  return {
+    ok: true,
+    value: {
+      ...values,
+      target,
+      peers,
+      shutdownDelayMs: values.SHUTDOWN_DELAY_MS ?? (target === 'all' ? 0 : 5_000),
+      internalSecret: values.SERVICE_INTERNAL_SECRET ?? randomBytes(32).toString('hex'),
+    },
+  };
+}
+
+/** The resolved process configuration with secrets hidden. */
+export function describeProcessConfig(config: ProcessConfig): Record<string, unknown> {
+  return { ...describeEnv(processEnvShape, config), shutdownDelayMs: config.shutdownDelayMs, peers: config.peers };
+}

@@ -1,0 +1,258 @@
+import { describe, expect, it } from 'vitest';
+import { createHttpApp } from './http.js';
+import { loadProcessConfig, type ProcessConfig } from './process-config.js';
+import { resolveModules, type ModuleDefinition, type RuntimeLogger } from './registry.js';
+import { createRuntime, loadModuleSettings } from './runtime.js';
+import { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
+import { env } from '@planning/config';
+
+const quiet: RuntimeLogger = {
+  info() {},
+  warn() {},
+  error() {},
+  debug() {},
+  child() {
+    return quiet;
+  },
+};
+
+function config(): ProcessConfig {
+  const loaded = loadProcessConfig({});
+  if (!loaded.ok) throw new Error('default config should load');
+  return loaded.value;
+}
+
+function recorder() {
+  const calls: string[] = [];
+  const mod = (name: string, deps: string[] = [], extra: Partial<ModuleDefinition> = {}): ModuleDefinition => ({
+    name,
+    deps,
+    async init() {
+      calls.push(`init ${name}`);
+      return {
+        exports: { name },
+        async start() {
+          calls.push(`start ${name}`);
+        },
+        async drain() {
+          calls.push(`drain ${name}`);
+        },
+        async stop() {
+          calls.push(`stop ${name}`);
+        },
+      };
+    },
+    ...extra,
+  });
+  return { calls, mod };
+}
+
+describe('module registry: resolve', () => {
+  it('module registry: dependencies come first and unrequested modules stay off', () => {
+    const { mod } = recorder();
+    const defs = [mod('a'), mod('b', ['a']), mod('c', ['b']), mod('unused')];
+    expect(resolveModules(defs, ['c'])).toEqual(['a', 'b', 'c']);
+  });
+
+  it('module registry: cycles and unknown modules are refused with the path', () => {
+    const { mod } = recorder();
+    expect(() => resolveModules([mod('a', ['b']), mod('b', ['a'])], ['a'])).toThrow(/cycle: a -> b -> a/);
+    expect(() => resolveModules([mod('a', ['ghost'])], ['a'])).toThrow(/unknown module 'ghost' \(needed by a\)/);
+  });
+});
+
+describe('runtime: lifecycle', () => {
+  it('runtime: init and start in dependency order, drain then stop in reverse', async () => {
+    const { calls, mod } = recorder();
+    const runtime = createRuntime({
+      definitions: [mod('a'), mod('b', ['a'])],
+      target: 'test',
+      roots: ['b'],
+      config: config(),
+      settings: new Map(),
+      logger: quiet,
+    });
+    await runtime.start();
+    expect(runtime.view.status()).toEqual([
+      { name: 'a', state: 'running' },
+      { name: 'b', state: 'running' },
+    ]);
+    await runtime.shutdown();
+    expect(calls).toEqual(['init a', 'init b', 'start a', 'start b', 'drain b', 'drain a', 'stop b', 'stop a']);
+  });
+
+  it('runtime: a module may only reach its declared dependencies', async () => {
+    const { mod } = recorder();
+    let seen: unknown;
+    const peeker: ModuleDefinition = {
+      name: 'peeker',
+      deps: ['a'],
+      async init(ctx) {
+        seen = ctx.get('a');
+        expect(() => ctx.get('b')).toThrow(/not among its deps/);
+        return {};
+      },
+    };
+    const runtime = createRuntime({
+      definitions: [mod('a'), mod('b'), peeker],
+      target: 'test',
+      roots: ['peeker', 'b'],
+      config: config(),
+      settings: new Map(),
+      logger: quiet,
+    });
+    await runtime.start();
+    expect(seen).toEqual({ name: 'a' });
+    await runtime.shutdown();
+  });
+
+  it('runtime: a failing start stops what already started', async () => {
+    const { calls, mod } = recorder();
+    const broken: ModuleDefinition = {
+      name: 'broken',
+      deps: ['a'],
+      async init() {
+        return {
+          async start() {
+            throw new Error('cannot bind');
+          },
+        };
+      },
+    };
+    const runtime = createRuntime({
+      definitions: [mod('a'), broken],
+      target: 'test',
+      roots: ['broken'],
+      config: config(),
+      settings: new Map(),
+      logger: quiet,
+    });
+    await expect(runtime.start()).rejects.toThrow('cannot bind');
+    expect(calls).toContain('stop a');
+  });
+
+  it('runtime: /ready lists modules not running, turns 503 while draining, and /live stays up', async () => {
+    let release!: () => void;
+    const slow: ModuleDefinition = {
+      name: 'slow',
+      deps: [],
+      async init() {
+        return {
+          start: () => new Promise<void>((resolve) => (release = resolve)),
+          ready: () => ({ ok: true, details: { backend: 'fine' } }),
+        };
+      },
+    };
+    const runtime = createRuntime({
+      definitions: [slow],
+      target: 'test',
+      roots: ['slow'],
+      config: config(),
+      settings: new Map(),
+      logger: quiet,
+    });
+    const app = createHttpApp({ runtime: runtime.view });
+    const starting = runtime.start();
+    await new Promise((r) => setTimeout(r, 10));
+    const during = await app.inject({ method: 'GET', url: '/ready' });
+    expect(during.statusCode).toBe(503);
+    expect(during.json().data).toMatchObject({ status: 'not-ready', notRunning: ['slow'] });
+    release();
+    await starting;
+    const ready = await app.inject({ method: 'GET', url: '/ready' });
+    expect(ready.statusCode).toBe(200);
+    expect(ready.json().data).toMatchObject({ status: 'ready', details: { slow: { backend: 'fine' } } });
+    const shutdown = runtime.shutdown(200);
+    const draining = await app.inject({ method: 'GET', url: '/ready' });
+    expect(draining.statusCode).toBe(503);
+    expect(draining.json().data.status).toBe('draining');
+    expect((await app.inject({ method: 'GET', url: '/live' })).statusCode).toBe(200);
+    await shutdown;
+    await app.close();
+  });
+
+  it('runtime: a module whose backend fails its check makes the process not ready', async () => {
+    const flaky: ModuleDefinition = {
+      name: 'flaky',
+      deps: [],
+      async init() {
+        return { ready: () => ({ ok: false, details: { error: 'connection refused' } }) };
+      },
+    };
+    const runtime = createRuntime({
+      definitions: [flaky],
+      target: 'test',
+      roots: ['flaky'],
+      config: config(),
+      settings: new Map(),
+      logger: quiet,
+    });
+    await runtime.start();
+    const report = await runtime.view.ready();
+    expect(report).toMatchObject({ ok: false, notRunning: ['flaky'], details: { flaky: { error: 'connection refused' } } });
+    await runtime.shutdown();
+  });
+});
+
+describe('configuration: process', () => {
+  it('configuration: all-in-one runs on embedded defaults with nothing set', () => {
+    const loaded = loadProcessConfig({});
+    expect(loaded.ok).toBe(true);
+    if (!loaded.ok) return;
+    expect(loaded.value).toMatchObject({ target: 'all', PORT: 8080, shutdownDelayMs: 0 });
+    expect(loaded.value.NATS_URL).toBeUndefined();
+    expect(loaded.value.internalSecret).toHaveLength(64);
+  });
+
+  it('configuration: a single-service target without NATS, secret or peers is refused, every problem at once', () => {
+    const loaded = loadProcessConfig({}, 'gateway');
+    expect(loaded.ok).toBe(false);
+    if (loaded.ok) return;
+    expect(loaded.problems.map((p) => p.variable).sort()).toEqual([
+      'AGENTS_CLAIMS_GRPC_URL',
+      'AUDIT_GRPC_URL',
+      'IMPORTS_EXPORTS_GRPC_URL',
+      'ISSUES_GRPC_URL',
+      'NATS_URL',
+      'SERVICE_INTERNAL_SECRET',
+    ]);
+    expect(loaded.problems.find((p) => p.variable === 'NATS_URL')?.message).toMatch(/in-process event bus cannot span processes/);
+  });
+
+  it('configuration: the issues target needs no peers', () => {
+    const loaded = loadProcessConfig(
+      { NATS_URL: 'nats://127.0.0.1:4222', SERVICE_INTERNAL_SECRET: 'x'.repeat(32) },
+      'issues',
+    );
+    expect(loaded.ok).toBe(true);
+  });
+
+  it('configuration: an unknown target is reported as --target', () => {
+    const loaded = loadProcessConfig({}, 'everything');
+    expect(!loaded.ok && loaded.problems[0]?.variable).toBe('--target');
+  });
+
+  it('configuration: module settings are parsed together and all problems reported', () => {
+    const defs: ModuleDefinition[] = [
+      { name: 'a', deps: [], settings: { A_PORT: env.port() }, init: async () => ({}) },
+      { name: 'b', deps: [], settings: { B_FLAG: env.bool() }, init: async () => ({}) },
+    ];
+    const result = loadModuleSettings(defs, ['a', 'b'], config(), { A_PORT: 'x', B_FLAG: 'maybe' });
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.problems.map((p) => p.variable)).toEqual(['A_PORT', 'B_FLAG']);
+  });
+});
+
+describe('failpoints', () => {
+  it('failpoints: off by default, throw when configured, and fire on the n-th hit', () => {
+    configureFailpoints(undefined);
+    expect(() => failpoint('x.y')).not.toThrow();
+    expect(configureFailpoints('x.y=throw@2')).toEqual([]);
+    expect(() => failpoint('x.y')).not.toThrow();
+    expect(() => failpoint('x.y')).toThrow(FailpointError);
+    expect(() => failpoint('x.y')).not.toThrow();
+    expect(configureFailpoints('nonsense')).toHaveLength(1);
+    configureFailpoints(undefined);
+  });
+});

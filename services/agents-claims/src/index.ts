@@ -1,0 +1,1 @@
+export { agentsClaimsModule } from './module.js';

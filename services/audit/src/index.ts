@@ -1,0 +1,1 @@
+export { auditModule, AUDIT_CONSUMER } from './module.js';

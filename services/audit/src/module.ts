@@ -1,0 +1,50 @@
+import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
+import {
+  openServiceStore,
+  storeReadiness,
+  type BusExports,
+  type ModuleDefinition,
+  type RpcClientsExports,
+  type RpcServerExports,
+} from '@planning/runtime';
+import type { Consumer } from '@planning/bus';
+import { withExtractedContext } from '@planning/telemetry';
+import { AuditService, createAuditService } from './rpc/audit-service.js';
+import { AuditEventRepository } from './store/audit-events.js';
+
+/** Every event on the bus is an audit event; the durable consumer resumes where it stopped. */
+export const AUDIT_CONSUMER = 'audit';
+
+export const auditModule: ModuleDefinition = {
+  name: 'audit',
+  deps: ['bus', 'rpc-server', 'rpc-clients'],
+  async init(ctx) {
+    const { bus } = ctx.get<BusExports>('bus');
+    const rpc = ctx.get<RpcServerExports>('rpc-server');
+    const clients = ctx.get<RpcClientsExports>('rpc-clients');
+    const store = await openServiceStore(ctx.config, 'audit');
+    const events = await AuditEventRepository.open(store);
+    const clock = () => new Date();
+    rpc.addService(
+      AuditService,
+      createAuditService({ events, workspaces: clients.client('issues', WorkspaceService), clock }),
+    );
+    let consumer: Consumer | undefined;
+    return {
+      async start() {
+        consumer = await bus.consume(
+          { durable: AUDIT_CONSUMER, filterSubjects: ['planning.>'], ackWaitMs: 30_000 },
+          (delivery) =>
+            withExtractedContext(delivery.headers, async () => {
+              await events.record(delivery.event);
+            }),
+        );
+      },
+      async stop() {
+        await consumer?.stop();
+        await store.close();
+      },
+      ready: () => storeReadiness(store),
+    };
+  },
+};

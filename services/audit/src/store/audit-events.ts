@@ -1,0 +1,107 @@
+import type { EventEnvelope } from '@planning/bus';
+import { isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type StoredDocument } from '@planning/store';
+
+/**
+ * An audit event (DECISIONS §10). Built from a bus event by keeping only ids, the outcome and
+ * the reason: whatever else an event carries never reaches the audit store, so a raw token,
+ * secret, title or body cannot end up here even if an event carried one by mistake.
+ */
+export interface AuditEventRecord extends StoredDocument {
+  type: string;
+  source: string;
+  workspaceId?: string;
+  actor: { type: string; id: string };
+  subject: { type: string; id: string };
+  outcome: 'allowed' | 'denied';
+  reason?: string;
+  /** Names (never values) of the fields a change touched. */
+  changedFields?: string[];
+  at: string;
+}
+
+const ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
+const REASON_PATTERN = /^[a-z0-9-]{1,64}$/;
+
+function safeRef(value: unknown, fallbackType: string): { type: string; id: string } {
+  const ref = value as { type?: unknown; id?: unknown } | undefined;
+  const type = typeof ref?.type === 'string' && /^[a-z-]{1,32}$/.test(ref.type) ? ref.type : fallbackType;
+  const id = typeof ref?.id === 'string' && ID_PATTERN.test(ref.id) ? ref.id : 'unknown';
+  return { type, id };
+}
+
+/** Maps a bus event to its audit record, dropping everything that is not an id, outcome or reason. */
+export function toAuditRecord(event: EventEnvelope): AuditEventRecord {
+  const data = event.data as Record<string, unknown>;
+  const record: AuditEventRecord = {
+    _id: event.id,
+    type: event.type,
+    source: event.source,
+    actor: safeRef(event.actor, 'system'),
+    subject: safeRef(data.subject, event.type.split('.')[0] ?? 'unknown'),
+    outcome: data.outcome === 'denied' ? 'denied' : 'allowed',
+    at: event.occurredAt,
+  };
+  if (typeof event.workspaceId === 'string' && ID_PATTERN.test(event.workspaceId)) record.workspaceId = event.workspaceId;
+  if (typeof data.reason === 'string' && REASON_PATTERN.test(data.reason)) record.reason = data.reason;
+  if (Array.isArray(data.changedFields)) {
+    const names = data.changedFields.filter((f): f is string => typeof f === 'string' && /^[A-Za-z0-9_.]{1,64}$/.test(f));
+    if (names.length > 0) record.changedFields = names.slice(0, 50);
+  }
+  return record;
+}
+
+export interface AuditScope {
+  /** Every workspace, and events without one (system administrators). */
+  all: boolean;
+  workspaceIds: readonly string[];
+}
+
+export class AuditEventRepository {
+  private constructor(private readonly events: Collection<AuditEventRecord>) {}
+
+  static async open(store: DocumentStore): Promise<AuditEventRepository> {
+    const events = store.collection<AuditEventRecord>('audit_events');
+    await events.createIndexes([
+      { name: 'workspace_at', keys: { workspaceId: 1, at: -1 } },
+      { name: 'outcome_at', keys: { outcome: 1, at: -1 } },
+      { name: 'type_at', keys: { type: 1, at: -1 } },
+    ]);
+    return new AuditEventRepository(events);
+  }
+
+  /** Stores an event once: a redelivered event is recognised by its id. Returns false for a repeat. */
+  async record(event: EventEnvelope): Promise<boolean> {
+    try {
+      await this.events.insertOne(toAuditRecord(event));
+      return true;
+    } catch (err) {
+      if (isDuplicateKeyError(err)) return false;
+      throw err;
+    }
+  }
+
+  private scopeFilter(scope: AuditScope): Filter {
+    return scope.all ? {} : { workspaceId: { $in: [...scope.workspaceIds] } };
+  }
+
+  count(scope: AuditScope): Promise<number> {
+    return this.events.countDocuments(this.scopeFilter(scope));
+  }
+
+  countDeniedSince(scope: AuditScope, since: Date): Promise<number> {
+    return this.events.countDocuments({ ...this.scopeFilter(scope), outcome: 'denied', at: { $gte: since.toISOString() } });
+  }
+
+  list(
+    scope: AuditScope,
+    options: { type?: string; workspaceId?: string; limit: number; before?: string },
+  ): Promise<AuditEventRecord[]> {
+    const filter: Filter = { ...this.scopeFilter(scope) };
+    if (options.workspaceId !== undefined) {
+      filter.workspaceId = scope.all || scope.workspaceIds.includes(options.workspaceId) ? options.workspaceId : '\u0000none';
+    }
+    if (options.type !== undefined) filter.type = options.type;
+    if (options.before !== undefined) filter._id = { $lt: options.before };
+    return this.events.find(filter, { sort: { _id: -1 }, limit: options.limit });
+  }
+}

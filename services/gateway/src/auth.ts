@@ -1,0 +1,117 @@
+import { ServiceError } from '@planning/errors';
+import { isScope, type Scope } from '@planning/plans';
+import type { Principal } from '@planning/rpc';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { GatewayDeps } from './deps.js';
+import { hashSessionToken } from './store/sessions.js';
+import type { UserRecord } from './store/users.js';
+
+export const SESSION_COOKIE = 'service_session';
+
+/**
+ * Who may call a route, declared on every `/api` route as `config.access`:
+ * - `public`: anyone (login);
+ * - `session`: a signed-in user only (a token gets 403: the endpoint is session-only);
+ * - `token`: an API token only, holding `scope` (a session gets 403);
+ * - `session-or-token`: a signed-in user, or an API token holding `scope`.
+ * Workspace-level checks (membership, role, the token's workspace) happen in the service that
+ * owns the resource; this is only the gateway's first gate.
+ */
+export type RouteAccess =
+  | { auth: 'public' }
+  | { auth: 'session' }
+  | { auth: 'token'; scope: Scope | readonly Scope[] }
+  | { auth: 'session-or-token'; scope: Scope | readonly Scope[] };
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Who is calling; `anonymous` until a credential was accepted. */
+    principal: Principal;
+  }
+  interface FastifyContextConfig {
+    access?: RouteAccess;
+  }
+}
+
+export const ANONYMOUS: Principal = { type: 'anonymous', id: 'anonymous', isAdmin: false, scopes: [] };
+
+export function userPrincipal(user: UserRecord): Principal {
+  return { type: 'user', id: user._id, userId: user._id, email: user.email, isAdmin: user.isAdmin, scopes: [] };
+}
+
+/** Resolves a presented API token to its principal, or throws `unauthorized`. */
+export type TokenResolver = (token: string, request: FastifyRequest) => Promise<Principal>;
+
+/** The token a request presents: `Authorization: Bearer <token>` or `x-api-key: <token>`. */
+export function presentedToken(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (typeof header === 'string' && header.length > 0) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!match) throw new ServiceError('unauthorized', 'Authorization header must be "Bearer <token>"');
+    return match[1];
+  }
+  const apiKey = request.headers['x-api-key'];
+  if (typeof apiKey === 'string' && apiKey.length > 0) return apiKey.trim();
+  return undefined;
+}
+
+function scopesOf(access: RouteAccess): readonly Scope[] {
+  if (access.auth !== 'token' && access.auth !== 'session-or-token') return [];
+  return typeof access.scope === 'string' ? [access.scope] : access.scope;
+}
+
+/**
+ * Registers authentication: every `/api` route must declare `config.access` (the app refuses to
+ * start otherwise, so no endpoint is ever left open by accident); each request is authenticated
+ * from its session cookie or API token and checked against the route's declaration.
+ */
+export function registerAuthentication(
+  app: FastifyInstance,
+  deps: GatewayDeps,
+  options: { resolveToken?: TokenResolver } = {},
+): void {
+  app.decorateRequest('principal', null as unknown as Principal);
+
+  app.addHook('onRoute', (route) => {
+    if (!route.url.startsWith('/api/')) return;
+    const access = route.config?.access;
+    if (!access) throw new Error(`route ${String(route.method)} ${route.url} declares no config.access`);
+    for (const scope of scopesOf(access)) {
+      if (!isScope(scope)) throw new Error(`route ${route.url} names unknown scope ${scope}`);
+    }
+  });
+
+  app.addHook('onRequest', async (request) => {
+    request.principal = ANONYMOUS;
+    const access = request.routeOptions.config.access;
+    if (!access || access.auth === 'public') return;
+
+    const token = presentedToken(request);
+    if (token !== undefined) {
+      if (!options.resolveToken) throw new ServiceError('unauthorized', 'API tokens are not accepted here');
+      request.principal = await options.resolveToken(token, request);
+    } else {
+      const cookie = request.cookies[SESSION_COOKIE];
+      if (cookie) {
+        const session = await deps.sessions.get(hashSessionToken(cookie), deps.clock());
+        const user = session ? await deps.users.findById(session.userId) : null;
+        if (user && !user.disabled) request.principal = userPrincipal(user);
+      }
+    }
+
+    const principal = request.principal;
+    if (principal.type === 'anonymous') {
+      throw new ServiceError('unauthorized', access.auth === 'token' ? 'An API token is required' : 'Sign in first: a session is required');
+    }
+    if (access.auth === 'session' && principal.type !== 'user') {
+      throw new ServiceError('forbidden', 'This endpoint needs a signed-in user session, not an API token');
+    }
+    if (access.auth === 'token' && principal.type !== 'api-key') {
+      throw new ServiceError('forbidden', 'This endpoint is for API tokens');
+    }
+    if (principal.type === 'api-key') {
+      const missing = scopesOf(access).filter((s) => !principal.scopes.includes(s));
+      if (missing.length > 0) throw new ServiceError('forbidden', `The token lacks the scope ${missing.map((s) => `'${s}'`).join(', ')}`);
+    }
+  });
+}

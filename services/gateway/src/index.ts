@@ -1,0 +1,3 @@
+export { gatewayModule, type GatewayExports } from './module.js';
+export { buildApp, gatewayPlugin } from './app.js';
+export type { GatewayDeps, GatewaySettings } from './deps.js';

@@ -1,0 +1,1 @@
+export { importsExportsModule } from './module.js';

@@ -1,0 +1,1 @@
+export { issuesModule, type IssuesSettings } from './module.js';

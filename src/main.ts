@@ -1,0 +1,39 @@
+/**
+ * The one entry point: `--target=all` (default) runs every module in this process;
+ * `--target=<service>` runs one service. OpenTelemetry starts before any application code.
+ */
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    target: { type: 'string' },
+    'print-config': { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+  strict: true,
+  allowPositionals: false,
+});
+
+if (values.help) {
+  process.stdout.write(
+    [
+      'Usage: planning-service [--target=all|gateway|issues|agents-claims|imports-exports|audit] [--print-config]',
+      '',
+      '  --target        which modules this process runs (default: all, or SERVICE_TARGET)',
+      '  --print-config  print the resolved configuration (secrets hidden) and exit',
+      '',
+      'Configuration comes from environment variables only; see the README.',
+      '',
+    ].join('\n'),
+  );
+  process.exit(0);
+}
+
+// Name the process's traces after its target before telemetry starts.
+const target = values.target ?? process.env.SERVICE_TARGET ?? 'all';
+process.env.OTEL_SERVICE_NAME ??= target === 'all' ? 'planning-service' : `planning-${target}`;
+
+const { telemetry } = await import('@planning/telemetry/register');
+const { run } = await import('./run.js');
+await run({ target: values.target, printConfig: values['print-config'] ?? false, telemetry });

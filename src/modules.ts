@@ -1,0 +1,42 @@
+/**
+ * Every module the entry point knows, and which of them a target turns on. This is the one
+ * place that knows the shape of a deployment; the modules themselves never ask.
+ */
+import { agentsClaimsModule } from '@planning/agents-claims';
+import { auditModule } from '@planning/audit';
+import { gatewayModule } from '@planning/gateway';
+import { importsExportsModule } from '@planning/imports-exports';
+import { issuesModule } from '@planning/issues';
+import {
+  busModule,
+  httpModule,
+  resolveModules,
+  rpcClientsModule,
+  rpcServerModule,
+  servicesOf,
+  type AnyModuleDefinition,
+  type Target,
+} from '@planning/runtime';
+
+/** In definition order: infrastructure first, then the services, the gateway last. */
+export const MODULES: readonly AnyModuleDefinition[] = [
+  busModule,
+  rpcServerModule,
+  rpcClientsModule,
+  httpModule,
+  issuesModule,
+  agentsClaimsModule,
+  importsExportsModule,
+  auditModule,
+  gatewayModule,
+];
+
+/** The modules a target asks for: its services, plus the HTTP server every process has for `/live` and `/ready`. */
+export function rootsOf(target: Target): string[] {
+  return [...servicesOf(target), 'http'];
+}
+
+/** The modules a target runs, in start order. */
+export function modulesFor(target: Target): string[] {
+  return resolveModules(MODULES, rootsOf(target));
+}

@@ -1,0 +1,102 @@
+import { describeEnv } from '@planning/config';
+import {
+  configureFailpoints,
+  createRuntime,
+  describeProcessConfig,
+  loadModuleSettings,
+  loadProcessConfig,
+  type RuntimeLogger,
+} from '@planning/runtime';
+import { createLogger, type Telemetry } from '@planning/telemetry';
+import { MODULES, modulesFor } from './modules.js';
+
+export interface RunOptions {
+  target: string | undefined;
+  printConfig: boolean;
+  telemetry: Telemetry;
+}
+
+function fail(lines: string[]): never {
+  process.stderr.write(`${lines.join('\n')}\n`);
+  process.exit(2);
+}
+
+export async function run(options: RunOptions): Promise<void> {
+  const loaded = loadProcessConfig(process.env, options.target);
+  if (!loaded.ok) {
+    fail([
+      `Invalid configuration (${loaded.problems.length} problem${loaded.problems.length === 1 ? '' : 's'}):`,
+      ...loaded.problems.map((p) => `  - ${p.variable}: ${p.message}`),
+    ]);
+  }
+  const config = loaded.value;
+  const modules = modulesFor(config.target);
+  const settings = loadModuleSettings(MODULES, modules, config, process.env);
+  const failpointProblems = configureFailpoints(config.SERVICE_FAILPOINTS);
+  const problems = [
+    ...(settings.ok ? [] : settings.problems),
+    ...failpointProblems.map((message) => ({ variable: 'SERVICE_FAILPOINTS', message })),
+  ];
+  if (!settings.ok || problems.length > 0) {
+    fail([
+      `Invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):`,
+      ...problems.map((p) => `  - ${p.variable}: ${p.message}`),
+    ]);
+  }
+
+  if (options.printConfig) {
+    const perModule: Record<string, unknown> = {};
+    for (const name of modules) {
+      const def = MODULES.find((m) => m.name === name);
+      const values = settings.settings.get(name);
+      if (def?.settings && values) perModule[name] = describeEnv(def.settings, values as never);
+    }
+    process.stdout.write(
+      `${JSON.stringify({ target: config.target, modules, process: describeProcessConfig(config), settings: perModule }, null, 2)}\n`,
+    );
+    process.exit(0);
+  }
+
+  const logger = createLogger({ name: config.target === 'all' ? 'planning-service' : `planning-${config.target}`, level: config.LOG_LEVEL });
+  const runtime = createRuntime({
+    definitions: MODULES,
+    target: config.target,
+    roots: modules,
+    config,
+    settings: settings.settings,
+    logger: logger as unknown as RuntimeLogger,
+  });
+
+  let exiting = false;
+  const shutdown = (signal: string): void => {
+    if (exiting) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    exiting = true;
+    logger.info({ signal, delayMs: config.shutdownDelayMs }, 'shutting down');
+    void runtime
+      .shutdown(config.shutdownDelayMs)
+      .then(() => options.telemetry.shutdown())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('unhandledRejection', (err) => {
+    logger.error({ err }, 'unhandled rejection');
+  });
+
+  try {
+    await runtime.start();
+  } catch (err) {
+    logger.fatal({ err }, 'start failed');
+    await options.telemetry.shutdown().catch(() => undefined);
+    process.exit(1);
+  }
+}
