@@ -1,0 +1,303 @@
+{{/*
+Names, labels and the pod template shared by every workload of the chart.
+*/}}
+
+{{- define "planning.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: release-chart, or the release name alone when it already contains the chart name. */}}
+{{- define "planning.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "planning.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The distributed services: process target (the --target value and the name suffix) to values key.
+*/}}
+{{- define "planning.components" -}}
+gateway: gateway
+issues: issues
+agents-claims: agentsClaims
+imports-exports: importsExports
+audit: audit
+{{- end }}
+
+{{/* Name of one component's objects. Call with (dict "root" $ "component" "issues"). */}}
+{{- define "planning.componentName" -}}
+{{- if eq .component "all" }}
+{{- include "planning.fullname" .root }}
+{{- else }}
+{{- printf "%s-%s" (include "planning.fullname" .root | trunc 47 | trimSuffix "-") .component }}
+{{- end }}
+{{- end }}
+
+{{- define "planning.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "planning.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "planning.labels" -}}
+helm.sh/chart: {{ include "planning.chart" . }}
+{{ include "planning.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: planning-service
+{{- end }}
+
+{{/* Selector labels of one component. Call with (dict "root" $ "component" "issues"). */}}
+{{- define "planning.componentSelectorLabels" -}}
+{{ include "planning.selectorLabels" .root }}
+app.kubernetes.io/component: {{ ternary "all-in-one" .component (eq .component "all") }}
+{{- end }}
+
+{{- define "planning.componentLabels" -}}
+{{ include "planning.labels" .root }}
+app.kubernetes.io/component: {{ ternary "all-in-one" .component (eq .component "all") }}
+{{- end }}
+
+{{- define "planning.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "planning.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "planning.configMapName" -}}
+{{- printf "%s-env" (include "planning.fullname" . | trunc 59 | trimSuffix "-") }}
+{{- end }}
+
+{{/* The Secret pods read: existingSecret, or the one this chart creates. */}}
+{{- define "planning.secretName" -}}
+{{- if .Values.existingSecret }}
+{{- .Values.existingSecret }}
+{{- else }}
+{{- include "planning.fullname" . }}
+{{- end }}
+{{- end }}
+
+{{/* Key of one secret value: the configured key in existingSecret, else the variable name. */}}
+{{- define "planning.secretKey" -}}
+{{- $defaults := dict "internalSecret" "SERVICE_INTERNAL_SECRET" "adminPassword" "SERVICE_ADMIN_PASSWORD" "mongodbUri" "MONGODB_URI" "redisUrl" "REDIS_URL" }}
+{{- if .root.Values.existingSecret }}
+{{- index .root.Values.existingSecretKeys .key | default (index $defaults .key) }}
+{{- else }}
+{{- index $defaults .key }}
+{{- end }}
+{{- end }}
+
+{{- define "planning.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) }}
+{{- end }}
+
+{{/* host:port of a service's gRPC endpoint, for the *_GRPC_URL variables. */}}
+{{- define "planning.grpcAddress" -}}
+{{- printf "%s:50051" (include "planning.componentName" .) }}
+{{- end }}
+
+{{/* SERVICE_COOKIE_SECURE: the explicit value, else whether the gateway ingress terminates TLS. */}}
+{{- define "planning.cookieSecure" -}}
+{{- if kindIs "bool" .Values.config.cookieSecure }}
+{{- .Values.config.cookieSecure }}
+{{- else }}
+{{- and .Values.gateway.ingress.enabled (gt (len .Values.gateway.ingress.tls) 0) }}
+{{- end }}
+{{- end }}
+
+{{/* Grace period: the readiness delay (rounded up to seconds) plus the drain budget. */}}
+{{- define "planning.terminationGracePeriodSeconds" -}}
+{{- add (div (add (int .Values.shutdown.delayMs) 999) 1000) (int .Values.shutdown.drainSeconds) }}
+{{- end }}
+
+{{/*
+Changes to these values must restart pods, so their hash goes into a pod annotation. Left out on
+purpose: generated secrets (kept across upgrades; hashing a freshly generated value would restart
+every pod on every `helm template` render) and the admin password (read only on first start, and
+a short password's hash is worth keeping out of pod metadata).
+*/}}
+{{- define "planning.secretChecksum" -}}
+{{- $inputs := dict "existingSecret" .Values.existingSecret "keys" .Values.existingSecretKeys "internalSecret" .Values.secrets.internalSecret "mongodb" .Values.externalMongodb.uri "redis" .Values.externalRedis.url }}
+{{- toJson $inputs | sha256sum }}
+{{- end }}
+
+{{/*
+Environment variables a component reads from the Secret. Call with (dict "root" $ "component" c).
+Distributed services share SERVICE_INTERNAL_SECRET and MONGODB_URI; the gateway also reads
+SERVICE_ADMIN_PASSWORD and REDIS_URL. All-in-one reads only SERVICE_ADMIN_PASSWORD: it needs
+no internal secret (one process) and uses embedded backends.
+*/}}
+{{- define "planning.secretEnv" -}}
+{{- $root := .root }}
+{{- $name := include "planning.secretName" $root -}}
+{{- if ne .component "all" }}
+- name: SERVICE_INTERNAL_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ $name }}
+      key: {{ include "planning.secretKey" (dict "root" $root "key" "internalSecret") }}
+- name: MONGODB_URI
+  valueFrom:
+    secretKeyRef:
+      name: {{ $name }}
+      key: {{ include "planning.secretKey" (dict "root" $root "key" "mongodbUri") }}
+{{- end }}
+{{- if or (eq .component "gateway") (eq .component "all") }}
+- name: SERVICE_ADMIN_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $name }}
+      key: {{ include "planning.secretKey" (dict "root" $root "key" "adminPassword") }}
+      optional: true
+{{- end }}
+{{- if eq .component "gateway" }}
+- name: REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $name }}
+      key: {{ include "planning.secretKey" (dict "root" $root "key" "redisUrl") }}
+      optional: true
+{{- end }}
+{{- end }}
+
+{{/*
+The pod template of one workload. Call with
+(dict "root" $ "component" "issues" "values" .Values.issues "extraEnv" (dict ...) "dataVolume" (dict ...)).
+"component" is the process target ("all" for all-in-one).
+*/}}
+{{- define "planning.podTemplate" -}}
+{{- $root := .root }}
+{{- $values := .values }}
+{{- $selector := dict "root" $root "component" .component -}}
+metadata:
+  labels:
+    {{- include "planning.componentLabels" $selector | nindent 4 }}
+    {{- with $values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+    checksum/secret: {{ include "planning.secretChecksum" $root }}
+    {{- with $values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "planning.serviceAccountName" $root }}
+  # The processes never call the Kubernetes API.
+  automountServiceAccountToken: false
+  {{- with $root.Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $root.Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $root.Values.podSecurityContext | nindent 4 }}
+  # No preStop hook: on SIGTERM the process itself fails readiness, waits SHUTDOWN_DELAY_MS for
+  # endpoints to drop it, then drains. The grace period covers that delay plus the drain.
+  terminationGracePeriodSeconds: {{ include "planning.terminationGracePeriodSeconds" $root }}
+  containers:
+    - name: {{ ternary "planning" .component (eq .component "all") }}
+      image: {{ include "planning.image" $root }}
+      imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+      args:
+        - --target={{ .component }}
+      ports:
+        - name: http
+          containerPort: 8080
+          protocol: TCP
+        - name: grpc
+          containerPort: 50051
+          protocol: TCP
+      envFrom:
+        - configMapRef:
+            name: {{ include "planning.configMapName" $root }}
+      env:
+        - name: POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        - name: POD_NAMESPACE
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+        - name: OTEL_RESOURCE_ATTRIBUTES
+          value: {{ printf "k8s.namespace.name=$(POD_NAMESPACE),k8s.pod.name=$(POD_NAME),k8s.deployment.name=%s%s" (include "planning.componentName" $selector) (ternary (printf ",%s" $root.Values.otel.resourceAttributes) "" (ne $root.Values.otel.resourceAttributes "")) | quote }}
+        {{- include "planning.secretEnv" $selector | trim | nindent 8 }}
+        {{- range $key, $value := .extraEnv }}
+        - name: {{ $key }}
+          value: {{ $value | toString | quote }}
+        {{- end }}
+        {{- range $key, $value := $values.env }}
+        - name: {{ $key }}
+          value: {{ $value | toString | quote }}
+        {{- end }}
+        {{- with $values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      startupProbe:
+        httpGet:
+          path: /live
+          port: http
+        {{- toYaml $root.Values.probes.startup | nindent 8 }}
+      livenessProbe:
+        httpGet:
+          path: /live
+          port: http
+        {{- toYaml $root.Values.probes.liveness | nindent 8 }}
+      readinessProbe:
+        httpGet:
+          path: /ready
+          port: http
+        {{- toYaml $root.Values.probes.readiness | nindent 8 }}
+      {{- with $values.resources }}
+      resources:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        {{- if .dataVolume }}
+        - name: data
+          mountPath: /data
+        {{- end }}
+  volumes:
+    # The root filesystem is read-only; Node and libraries may still write temporary files.
+    - name: tmp
+      emptyDir: {}
+    {{- with .dataVolume }}
+    - name: data
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+  {{- with $values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $values.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
