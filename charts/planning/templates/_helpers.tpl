@@ -103,9 +103,9 @@ app.kubernetes.io/component: {{ ternary "all-in-one" .component (eq .component "
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) }}
 {{- end }}
 
-{{/* host:port of a service's gRPC endpoint, for the *_GRPC_URL variables. */}}
+{{/* host:port of a service's gRPC endpoint (its headless Service), for the *_GRPC_URL variables. */}}
 {{- define "planning.grpcAddress" -}}
-{{- printf "%s:50051" (include "planning.componentName" .) }}
+{{- printf "%s-grpc:50051" (include "planning.componentName" .) }}
 {{- end }}
 
 {{/* SERVICE_COOKIE_SECURE: the explicit value, else whether the gateway ingress terminates TLS. */}}

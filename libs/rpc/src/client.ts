@@ -37,8 +37,13 @@ function acquireChannel(address: string): PooledChannel {
   let pooled = channels.get(address);
   if (!pooled) {
     // Peers restart (deploys, crashes): reconnect quickly instead of backing off for minutes,
-    // and keep idle channels alive through proxies and NAT.
-    const channel = new grpc.Channel(address, grpc.credentials.createInsecure(), {
+    // and keep idle channels alive through proxies and NAT. Calls spread over every address the
+    // name resolves to (round_robin): behind a headless Kubernetes Service that is every pod,
+    // and servers close connections after a while (max_connection_age) so clients re-resolve
+    // and find new pods.
+    const target = /^[a-z][a-z0-9+.-]*:\/\//i.test(address) || address.startsWith('dns:') ? address : `dns:///${address}`;
+    const channel = new grpc.Channel(target, grpc.credentials.createInsecure(), {
+      'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
       'grpc.initial_reconnect_backoff_ms': 100,
       'grpc.min_reconnect_backoff_ms': 100,
       'grpc.max_reconnect_backoff_ms': 2_000,
@@ -46,7 +51,7 @@ function acquireChannel(address: string): PooledChannel {
       'grpc.keepalive_timeout_ms': 10_000,
     });
     // Never close this Client: with channelOverride its close() would close the shared channel.
-    const client = new grpc.Client(address, grpc.credentials.createInsecure(), { channelOverride: channel });
+    const client = new grpc.Client(target, grpc.credentials.createInsecure(), { channelOverride: channel });
     pooled = { channel, client, refs: 0 };
     channels.set(address, pooled);
   }

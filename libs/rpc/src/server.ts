@@ -50,7 +50,12 @@ type State = 'new' | 'starting' | 'started' | 'stopping' | 'stopped';
 export function createRpcServer(options: RpcServerOptions): RpcServer {
   const { logger, principalVerifier } = options;
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
-  const server = new grpc.Server();
+  // Connections are closed after a few minutes (gracefully) so round_robin clients re-resolve
+  // DNS and spread over pods that were added since they connected.
+  const server = new grpc.Server({
+    'grpc.max_connection_age_ms': 5 * 60_000,
+    'grpc.max_connection_age_grace_ms': 30_000,
+  });
   const services: DescService[] = [];
   let state: State = 'new';
   let boundPort: number | undefined;

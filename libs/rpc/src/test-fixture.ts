@@ -37,6 +37,10 @@ export function captureLogs(): CapturedLogs {
   };
 }
 
+async function unsupported(): Promise<never> {
+  throw new ServiceError('invalid-input', 'not supported by the rpc test fixture');
+}
+
 /** An in-memory WorkspaceService; tests override single handlers. */
 export function workspaceImplementation(
   overrides: Partial<ServiceImplementation<typeof WorkspaceService>> = {},
@@ -72,6 +76,17 @@ export function workspaceImplementation(
     async listMemberships() {
       return { memberships: [...workspaces.keys()].map((workspaceId) => ({ workspaceId, role: 'owner' })) };
     },
+    async getAccess(request) {
+      const workspace = workspaces.get(request.workspaceId);
+      return workspace
+        ? { exists: true, role: 'owner', planId: workspace.planId, status: workspace.status }
+        : { exists: false, planId: 'free', status: '' };
+    },
+    // Membership changes are not part of what the rpc tests exercise.
+    updateWorkspace: unsupported,
+    listMembers: unsupported,
+    addMember: unsupported,
+    removeMember: unsupported,
     ...overrides,
   };
 }
