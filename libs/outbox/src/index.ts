@@ -109,7 +109,7 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
     const now = clock();
     // Take a lease so a second relay (another replica of the service) leaves this event alone.
     const leased = await collection.findOneAndUpdate(
-      { _id: doc._id, pending: true, $or: [{ leaseUntil: { $exists: false } }, { leaseUntil: { $lt: now } }] },
+      { _id: doc._id, pending: true, $or: [{ leaseUntil: { $exists: false } }, { leaseUntil: { $lte: now } }] },
       { $set: { leaseUntil: new Date(now.getTime() + leaseMs) }, $inc: { attempts: 1 } },
     );
     if (!leased) return true;

@@ -110,6 +110,7 @@ export const httpModule: ModuleDefinition<undefined, HttpExports> = {
     const app = createHttpApp({
       logger: ctx.logger as unknown as FastifyBaseLogger,
       runtime: ctx.runtime,
+      trustProxy: ctx.config.trustProxy,
     });
     return {
       exports: { app },

@@ -38,6 +38,12 @@ export const processEnvShape = {
   AUDIT_GRPC_URL: env.hostPort().optional(),
   RPC_DEADLINE_MS: env.int(100, 600_000).default(10_000),
   SHUTDOWN_DELAY_MS: env.int(0, 120_000).optional(),
+  /**
+   * Which proxies in front of the HTTP server to trust for the client address and protocol
+   * (`X-Forwarded-For`, `X-Forwarded-Proto`): `false` (default), `true` (any), or a
+   * comma-separated list of addresses/CIDRs such as `loopback,10.0.0.0/8`.
+   */
+  TRUST_PROXY: env.string().optional(),
   LOG_LEVEL: env.oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   SERVICE_FAILPOINTS: env.string().optional(),
 };
@@ -55,6 +61,8 @@ export interface ProcessConfig extends ProcessEnv {
    * a random key made at start, which keeps the process's gRPC port closed to outside callers.
    */
   internalSecret: string;
+  /** TRUST_PROXY resolved for the HTTP server. */
+  trustProxy: boolean | string;
 }
 
 /**
@@ -71,6 +79,14 @@ export const SERVICE_PEERS: Readonly<Record<ServiceName, readonly ServiceName[]>
 
 export function servicesOf(target: Target): ServiceName[] {
   return target === 'all' ? [...SERVICE_MODULES] : [target];
+}
+
+function parseTrustProxy(value: string | undefined): boolean | string {
+  if (value === undefined) return false;
+  const lower = value.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(lower)) return true;
+  if (['0', 'false', 'no', 'off'].includes(lower)) return false;
+  return value.trim();
 }
 
 export type ProcessConfigResult = { ok: true; value: ProcessConfig } | { ok: false; problems: ConfigProblem[] };
@@ -127,6 +143,7 @@ export function loadProcessConfig(source: NodeJS.ProcessEnv, targetOverride?: st
       peers,
       shutdownDelayMs: values.SHUTDOWN_DELAY_MS ?? (target === 'all' ? 0 : 5_000),
       internalSecret: values.SERVICE_INTERNAL_SECRET ?? randomBytes(32).toString('hex'),
+      trustProxy: parseTrustProxy(values.TRUST_PROXY),
     },
   };
 }

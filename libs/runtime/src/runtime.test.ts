@@ -256,3 +256,30 @@ describe('failpoints', () => {
     configureFailpoints(undefined);
   });
 });
+
+describe('configuration: trusted proxies', () => {
+  it('configuration: TRUST_PROXY takes booleans or an address list', () => {
+    const of = (value: string | undefined) => {
+      const loaded = loadProcessConfig(value === undefined ? {} : { TRUST_PROXY: value });
+      if (!loaded.ok) throw new Error('should load');
+      return loaded.value.trustProxy;
+    };
+    expect(of(undefined)).toBe(false);
+    expect(of('true')).toBe(true);
+    expect(of('0')).toBe(false);
+    expect(of('loopback, 10.0.0.0/8')).toBe('loopback, 10.0.0.0/8');
+  });
+
+  it('configuration: the client address comes from X-Forwarded-For only behind a trusted proxy', async () => {
+    for (const [trustProxy, expected] of [
+      [false, '127.0.0.1'],
+      [true, '203.0.113.7'],
+    ] as const) {
+      const app = createHttpApp({ trustProxy });
+      app.get('/ip', async (request) => ({ ip: request.ip }));
+      const res = await app.inject({ method: 'GET', url: '/ip', headers: { 'x-forwarded-for': '203.0.113.7' } });
+      expect(res.json().ip).toBe(expected);
+      await app.close();
+    }
+  });
+});
