@@ -14,6 +14,7 @@ export {
   type EmbeddedCollection,
   type EmbeddedDocumentStore,
   type EmbeddedStoreOptions,
+  type EmbeddedTransaction,
   type QueryExplain,
 } from './embedded/embedded-store.js';
 export { createMongoStore, type MongoStoreOptions } from './mongo/mongo-store.js';

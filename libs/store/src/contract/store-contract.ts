@@ -826,6 +826,20 @@ export function describeStoreContract(adapterName: string, open: () => Promise<D
         expect((await c.findOne({ _id: 'counter' }))?.n).toBe(30);
       });
 
+      it('transaction: a stale read that leads to an update changing nothing still makes fn run again', async () => {
+        const c = await seeded([{ _id: 'counter', n: 0 }]);
+        let attempts = 0;
+        await store.withTransaction(async (session) => {
+          attempts++;
+          const doc = await c.findOne({ _id: 'counter' }, { session });
+          // Someone else commits the very value this transaction is about to compute from its stale read.
+          if (attempts === 1) await c.updateOne({ _id: 'counter' }, { $set: { n: 1 } });
+          await c.updateOne({ _id: 'counter' }, { $set: { n: (doc?.n as number) + 1 } }, { session });
+        });
+        expect(attempts).toBe(2);
+        expect((await c.findOne({ _id: 'counter' }))?.n).toBe(2);
+      });
+
       it('transaction: concurrent read-modify-write transactions lose no update', async () => {
         const c = await seeded([{ _id: 'counter', n: 0 }]);
         const workers = 10;

@@ -586,6 +586,67 @@ describe('embedded store: transactions', () => {
   });
 });
 
+describe('embedded store: explicit transactions (beginTransaction)', () => {
+  it('beginTransaction: writes stay invisible until commit, then appear together', async () => {
+    const store = createEmbeddedStore();
+    await withStore(store, async () => {
+      const a = store.collection('a');
+      const b = store.collection('b');
+      await a.insertOne({ _id: 'x', n: 1 });
+      const tx = store.beginTransaction();
+      expect(tx.state).toBe('active');
+      await a.updateOne({ _id: 'x' }, { $set: { n: 2 } }, { session: tx.session });
+      await b.insertOne({ _id: 'y' }, { session: tx.session });
+      expect((await a.findOne({ _id: 'x' }))?.n).toBe(1);
+      expect(await b.findOne({ _id: 'y' })).toBeNull();
+      expect((await a.findOne({ _id: 'x' }, { session: tx.session }))?.n).toBe(2);
+      await tx.commit();
+      expect(tx.state).toBe('committed');
+      expect((await a.findOne({ _id: 'x' }))?.n).toBe(2);
+      expect(await b.findOne({ _id: 'y' })).toEqual({ _id: 'y' });
+      await expect(a.findOne({}, { session: tx.session })).rejects.toThrow(/already committed/);
+      tx.abort();
+      expect(tx.state).toBe('committed');
+    });
+  });
+
+  it('beginTransaction: abort discards the writes and ends the session', async () => {
+    const store = createEmbeddedStore();
+    await withStore(store, async () => {
+      const c = store.collection('c');
+      const tx = store.beginTransaction();
+      await c.insertOne({ _id: 'x' }, { session: tx.session });
+      tx.abort();
+      expect(tx.state).toBe('aborted');
+      expect(await c.countDocuments({})).toBe(0);
+      await expect(c.insertOne({ _id: 'y' }, { session: tx.session })).rejects.toThrow(/ended/);
+      await expect(tx.commit()).rejects.toThrow(/ended/);
+    });
+  });
+
+  it('beginTransaction: the second of two overlapping transactions fails its commit with a conflict and ends aborted', async () => {
+    const store = createEmbeddedStore();
+    await withStore(store, async () => {
+      const c = store.collection('c');
+      await c.insertOne({ _id: 'doc', n: 0 });
+      const first = store.beginTransaction();
+      const second = store.beginTransaction();
+      await c.updateOne({ _id: 'doc' }, { $inc: { n: 1 } }, { session: first.session });
+      await c.updateOne({ _id: 'doc' }, { $inc: { n: 10 } }, { session: second.session });
+      await first.commit();
+      await expect(second.commit()).rejects.toBeInstanceOf(TransactionConflictError);
+      expect(second.state).toBe('aborted');
+      expect((await c.findOne({ _id: 'doc' }))?.n).toBe(1);
+    });
+  });
+
+  it('beginTransaction: refused once the store is closed', async () => {
+    const store = createEmbeddedStore();
+    await store.close();
+    expect(() => store.beginTransaction()).toThrow(/closed/);
+  });
+});
+
 describe('embedded store: argument checks', () => {
   const store = createEmbeddedStore();
   afterAll(() => store.close());

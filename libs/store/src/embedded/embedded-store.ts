@@ -58,9 +58,32 @@ export interface EmbeddedCollection<T extends StoredDocument = StoredDocument> e
   explain(filter: Filter, options?: FindOptions): Promise<QueryExplain>;
 }
 
+/**
+ * A transaction begun explicitly (`withTransaction` is built on it). Operations that pass
+ * `session` take part; nothing is visible to others until `commit()`.
+ */
+export interface EmbeddedTransaction {
+  readonly session: StoreSession;
+  /** `active` until `commit()` or `abort()`; a commit that throws leaves it `aborted`. */
+  readonly state: 'active' | 'committed' | 'aborted';
+  /**
+   * Validates and applies every buffered write at once. Throws TransactionConflictError (run the
+   * whole transaction again) or DuplicateKeyError; either way the transaction has ended.
+   */
+  commit(): Promise<void>;
+  /** Discards the buffered writes. A no-op once the transaction has ended. */
+  abort(): void;
+}
+
 export interface EmbeddedDocumentStore extends DocumentStore {
   readonly kind: 'embedded';
   collection<T extends StoredDocument = StoredDocument>(name: string): EmbeddedCollection<T>;
+  /**
+   * Starts a transaction without running it: for callers that cannot hand over a function, such
+   * as a server mapping a client's start/commit/abort onto the store. No retries: on
+   * TransactionConflictError from an operation or from `commit()`, begin again.
+   */
+  beginTransaction(): EmbeddedTransaction;
   /** Removes documents whose TTL has passed, now; returns how many. The sweep timer calls this. */
   sweepExpired(): number;
 }
@@ -445,6 +468,16 @@ class EmbeddedStore implements EmbeddedDocumentStore {
     tc.writes.set(id, after);
   }
 
+  private assertReadVersionCurrent(state: CollectionState, id: string, tx: Txn): void {
+    const tc = tx.coll(state.name);
+    if (tc.writes.has(id)) return; // written before: checked at commit
+    const base = tc.base.get(id);
+    if (base !== undefined && base !== (state.records.get(id)?.v ?? 0)) {
+      tx.conflict = true;
+      throw new TransactionConflictError(`transaction write conflict on ${state.name}/${id}: changed by another writer since this transaction read it`);
+    }
+  }
+
   insert(state: CollectionState, input: unknown, tx: Txn | undefined): void {
     const doc = normalizeDocument(input);
     const id = doc._id as string;
@@ -474,6 +507,12 @@ class EmbeddedStore implements EmbeddedDocumentStore {
     }
     // Compute every new version first: a bad update (e.g. `$inc` on a string) then changes nothing.
     const changes = docs.map((old) => ({ old, ...applyUpdate(old, compiled, { insert: false, filter }) }));
+    if (tx) {
+      // An update that changes nothing writes nothing, but it still decided on a document the
+      // transaction may have read at an older version (`$set` of a value computed from that
+      // read): it must conflict like a write would, or a read-modify-write loses an update.
+      for (const change of changes) if (!change.changed) this.assertReadVersionCurrent(state, change.old._id as string, tx);
+    }
     let modified = 0;
     for (const change of changes) {
       if (!change.changed) continue;
@@ -517,24 +556,43 @@ class EmbeddedStore implements EmbeddedDocumentStore {
 
   // ---- transactions ------------------------------------------------------------------------
 
+  beginTransaction(): EmbeddedTransaction {
+    this.assertUsable();
+    const tx = new Txn();
+    this.txns.set(tx.session, tx);
+    return {
+      session: tx.session,
+      get state() {
+        return tx.state;
+      },
+      commit: async () => {
+        try {
+          this.run(() => this.commit(tx));
+        } finally {
+          if (tx.state === 'active') tx.state = 'aborted';
+        }
+      },
+      abort: () => {
+        if (tx.state === 'active') tx.state = 'aborted';
+      },
+    };
+  }
+
   async withTransaction<R>(fn: (session: StoreSession) => Promise<R>): Promise<R> {
     if (typeof fn !== 'function') throw new TypeError('withTransaction needs a function');
     for (let attempt = 1; ; attempt++) {
-      this.assertUsable();
-      const tx = new Txn();
-      this.txns.set(tx.session, tx);
+      const tx = this.beginTransaction();
       try {
         const result = await fn(tx.session);
-        this.run(() => this.commit(tx));
+        await tx.commit();
         return result;
       } catch (err) {
+        tx.abort();
         if (err instanceof TransactionConflictError && attempt < MAX_TRANSACTION_ATTEMPTS) {
           await sleep(conflictBackoffMs(attempt));
           continue;
         }
         throw err;
-      } finally {
-        if (tx.state === 'active') tx.state = 'aborted';
       }
     }
   }
