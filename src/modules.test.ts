@@ -2,12 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { modulesFor } from './modules.js';
 
 describe('module registry: targets', () => {
-  it('module registry: all turns on every service and the shared infrastructure', () => {
+  it('module registry: all turns on every service, the shared infrastructure and the demo data', () => {
     const modules = modulesFor('all');
-    for (const name of ['gateway', 'issues', 'agents-claims', 'imports-exports', 'audit', 'bus', 'rpc-server', 'rpc-clients', 'http']) {
+    for (const name of ['gateway', 'issues', 'agents-claims', 'imports-exports', 'audit', 'bus', 'rpc-server', 'rpc-clients', 'http', 'demo']) {
       expect(modules).toContain(name);
     }
-    expect(modules).toHaveLength(9);
+    expect(modules).toHaveLength(10);
+    // The demo seeds through the services once the gateway has created the administrator.
+    expect(modules.indexOf('demo')).toBeGreaterThan(modules.indexOf('gateway'));
+    expect(modules.indexOf('demo')).toBeGreaterThan(modules.indexOf('issues'));
   });
 
   it.each([

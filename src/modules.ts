@@ -6,7 +6,7 @@ import { agentsClaimsModule } from '@planning/agents-claims';
 import { auditModule } from '@planning/audit';
 import { gatewayModule } from '@planning/gateway';
 import { importsExportsModule } from '@planning/imports-exports';
-import { issuesModule } from '@planning/issues';
+import { demoModule, issuesModule } from '@planning/issues';
 import {
   busModule,
   httpModule,
@@ -18,7 +18,7 @@ import {
   type Target,
 } from '@planning/runtime';
 
-/** In definition order: infrastructure first, then the services, the gateway last. */
+/** In definition order: infrastructure first, then the services, the gateway, then the demo data. */
 export const MODULES: readonly AnyModuleDefinition[] = [
   busModule,
   rpcServerModule,
@@ -29,11 +29,16 @@ export const MODULES: readonly AnyModuleDefinition[] = [
   importsExportsModule,
   auditModule,
   gatewayModule,
+  demoModule,
 ];
 
-/** The modules a target asks for: its services, plus the HTTP server every process has for `/live` and `/ready`. */
+/**
+ * The modules a target asks for: its services, plus the HTTP server every process has for `/live`
+ * and `/ready`. The all-in-one mode (local use) also seeds the demo workspace (DECISIONS §1;
+ * `SERVICE_DEMO=0` turns the seeding off).
+ */
 export function rootsOf(target: Target): string[] {
-  return [...servicesOf(target), 'http'];
+  return [...servicesOf(target), 'http', ...(target === 'all' ? ['demo'] : [])];
 }
 
 /** The modules a target runs, in start order. */

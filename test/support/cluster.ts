@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { getFreePort, startNatsServer, startRedisServer, type NatsServerHandle } from '@planning/testing';
+import { getFreePort, startNatsServer, startRedisServer, type NatsServerHandle, type RedisServerHandle } from '@planning/testing';
 import { ServiceProcess } from './service-process.js';
 
 export type Mode = 'all-in-one' | 'distributed';
@@ -22,7 +22,17 @@ export interface Cluster {
   process(name: string): ServiceProcess;
   nats?: NatsServerHandle;
   redisUrl?: string;
-  stop(): Promise<void>;
+  /** The private redis-server of a distributed cluster (stop/start it to test outages). */
+  redis?: RedisServerHandle;
+  /** Where the processes' embedded stores persist (DATA_DIR). */
+  dataDir: string;
+  /**
+   * Starts one more gateway process sharing the cluster's stores, bus and Redis (distributed
+   * mode only): a second replica behind the same load balancer.
+   */
+  addGateway(extraEnv?: Record<string, string>): Promise<ServiceProcess>;
+  /** Stops everything; `keepData` leaves `dataDir` for inspection (the caller removes it). */
+  stop(options?: { keepData?: boolean }): Promise<void>;
 }
 
 export interface ClusterOptions {
@@ -68,10 +78,14 @@ export async function startAllInOne(options: ClusterOptions = {}): Promise<Clust
     baseUrl: proc.baseUrl,
     adminPassword,
     processes,
+    dataDir,
     process: (name) => processes.get(name) ?? proc,
-    async stop() {
+    addGateway() {
+      return Promise.reject(new Error('addGateway: all-in-one mode runs one process'));
+    },
+    async stop(stopOptions = {}) {
       await proc.stop();
-      await rm(dataDir, { recursive: true, force: true });
+      if (!stopOptions.keepData) await rm(dataDir, { recursive: true, force: true });
     },
   };
 }
@@ -123,11 +137,13 @@ export async function startDistributed(options: ClusterOptions = {}): Promise<Cl
     throw err;
   }
   const gateway = processes.get('gateway')!;
+  let extraGateways = 0;
   return {
     mode: 'distributed',
     baseUrl: gateway.baseUrl,
     adminPassword,
     processes,
+    dataDir,
     process(name) {
       const proc = processes.get(name);
       if (!proc) throw new Error(`no process ${name}`);
@@ -135,11 +151,25 @@ export async function startDistributed(options: ClusterOptions = {}): Promise<Cl
     },
     nats,
     redisUrl: redis.url,
-    async stop() {
+    redis,
+    async addGateway(extraEnv = {}) {
+      extraGateways += 1;
+      const http = await getFreePort();
+      const proc = new ServiceProcess(
+        `gateway-${extraGateways + 1}`,
+        { ...shared, PORT: String(http), GRPC_PORT: String(await getFreePort()), ...options.envFor?.gateway, ...extraEnv },
+        http,
+        ['--target=gateway'],
+      );
+      processes.set(proc.name, proc);
+      await proc.start();
+      return proc;
+    },
+    async stop(stopOptions = {}) {
       await Promise.all([...processes.values()].map((proc) => proc.stop()));
       await nats.stop();
       await redis.stop();
-      await rm(dataDir, { recursive: true, force: true });
+      if (!stopOptions.keepData) await rm(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '@planning/rpc';
-import { authorize, requireUser, roleAllows } from './index.js';
+import {
+  authorize,
+  authorizeWorkspace,
+  createRemoteAccess,
+  requireSystemAdmin,
+  requireUser,
+  roleAllows,
+  type AccessLookup,
+  type WorkspaceAccess,
+} from './index.js';
 
 const user = (over: Partial<Principal> = {}): Principal => ({ type: 'user', id: 'usr_1', isAdmin: false, scopes: [], ...over });
 const token = (over: Partial<Principal> = {}): Principal => ({
@@ -63,5 +72,60 @@ describe('access: authorize', () => {
     expect(codeOf(() => requireUser(anonymous))).toBe('unauthorized');
     expect(codeOf(() => requireUser(token()))).toBe('forbidden');
     expect(codeOf(() => requireUser(user()))).toBeUndefined();
+  });
+});
+
+describe('access: authorizeWorkspace', () => {
+  const lookupOf = (answer: Partial<WorkspaceAccess>) => {
+    const calls: string[] = [];
+    const lookup: AccessLookup = async (_principal, workspaceId) => {
+      calls.push(workspaceId);
+      return { exists: true, role: undefined, planId: 'pro', status: 'active', ...answer };
+    };
+    return { lookup, calls };
+  };
+
+  it('access: a missing workspace is 404 before any role check', async () => {
+    const { lookup } = lookupOf({ exists: false });
+    await expect(authorizeWorkspace(lookup, { principal: user() }, 'ws_a', { action: 'read' })).rejects.toMatchObject({
+      code: 'not-found',
+    });
+  });
+
+  it('access: a token of another workspace is 404 without a lookup', async () => {
+    const { lookup, calls } = lookupOf({});
+    await expect(
+      authorizeWorkspace(lookup, { principal: token() }, 'ws_b', { action: 'read', scope: 'issues:read' }),
+    ).rejects.toMatchObject({ code: 'not-found' });
+    expect(calls).toEqual([]);
+  });
+
+  it('access: members pass with their role and get the access record back', async () => {
+    const { lookup } = lookupOf({ role: 'member' });
+    const access = await authorizeWorkspace(lookup, { principal: user() }, 'ws_a', { action: 'write-tasks' });
+    expect(access.planId).toBe('pro');
+    await expect(authorizeWorkspace(lookup, { principal: user() }, 'ws_a', { action: 'manage' })).rejects.toMatchObject({
+      code: 'forbidden',
+      details: { reason: 'insufficient-role' },
+    });
+  });
+
+  it('access: createRemoteAccess passes the principal and normalises the answer', async () => {
+    let seen: unknown;
+    const lookup = createRemoteAccess({
+      async getAccess(request, options) {
+        seen = { request, principal: options?.principal?.id };
+        return { exists: true, role: 'bogus', planId: 'gold', status: 'active' };
+      },
+    });
+    const access = await lookup(user(), 'ws_a');
+    expect(seen).toEqual({ request: { workspaceId: 'ws_a' }, principal: 'usr_1' });
+    expect(access).toEqual({ exists: true, role: undefined, planId: 'free', status: 'active' });
+  });
+
+  it('access: only system administrators pass requireSystemAdmin', () => {
+    expect(codeOf(() => requireSystemAdmin(user()))).toBe('forbidden');
+    expect(codeOf(() => requireSystemAdmin(user({ isAdmin: true })))).toBeUndefined();
+    expect(codeOf(() => requireSystemAdmin(token()))).toBe('forbidden');
   });
 });

@@ -103,3 +103,28 @@ export function quotaResetsAt(now: Date): Date {
 export function quotaPeriod(now: Date): string {
   return now.toISOString().slice(0, 7);
 }
+
+/**
+ * What an API key may do now: the scopes it was given, capped by its workspace's current plan
+ * (a downgrade takes scopes away at once; an upgrade never adds scopes the key was not given).
+ */
+export function effectiveScopes(keyScopes: readonly string[], currentPlan: PlanId): Scope[] {
+  const allowed = PLANS[currentPlan].scopes;
+  return keyScopes.filter((s): s is Scope => isScope(s) && allowed.includes(s));
+}
+
+/**
+ * A key's rate limit now: the one it was created with, capped field by field by the current
+ * plan's; null when the current plan has no API access.
+ */
+export function effectiveRateLimit(
+  keyRate: { requestsPerMinute: number; burst: number },
+  currentPlan: PlanId,
+): { requestsPerMinute: number; burst: number } | null {
+  const planRate = PLANS[currentPlan].rateLimit;
+  if (!planRate) return null;
+  return {
+    requestsPerMinute: Math.min(keyRate.requestsPerMinute, planRate.requestsPerMinute),
+    burst: Math.min(keyRate.burst, planRate.burst),
+  };
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PLANS, PLAN_IDS, planOf, quotaPeriod, quotaResetsAt } from './index.js';
+import { PLANS, PLAN_IDS, effectiveRateLimit, effectiveScopes, planOf, quotaPeriod, quotaResetsAt } from './index.js';
 
 describe('plans: table', () => {
   it('plans: rates and bursts follow the API document', () => {
@@ -28,5 +28,16 @@ describe('plans: table', () => {
   it('plans: quotas reset at the start of the next UTC month', () => {
     expect(quotaResetsAt(new Date('2026-12-31T23:59:59Z')).toISOString()).toBe('2027-01-01T00:00:00.000Z');
     expect(quotaPeriod(new Date('2026-11-22T10:00:00Z'))).toBe('2026-11');
+  });
+});
+
+describe('plans: effective key limits', () => {
+  it("plans: a downgrade caps a key's scopes and rate; an upgrade adds nothing", () => {
+    const scopes = ['issues:read', 'issues:write', 'agents:execute'];
+    expect(effectiveScopes(scopes, 'beginner')).toEqual(['issues:read']);
+    expect(effectiveScopes(scopes, 'enterprise')).toEqual(scopes);
+    expect(effectiveRateLimit({ requestsPerMinute: 600, burst: 1200 }, 'beginner')).toEqual({ requestsPerMinute: 60, burst: 120 });
+    expect(effectiveRateLimit({ requestsPerMinute: 60, burst: 120 }, 'enterprise')).toEqual({ requestsPerMinute: 60, burst: 120 });
+    expect(effectiveRateLimit({ requestsPerMinute: 60, burst: 120 }, 'free')).toBeNull();
   });
 });

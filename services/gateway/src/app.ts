@@ -3,8 +3,21 @@ import { createHttpApp, type HttpAppOptions } from '@planning/runtime';
 import type { FastifyInstance } from 'fastify';
 import { registerAuthentication } from './auth.js';
 import type { GatewayDeps } from './deps.js';
+import { createTokenResolver } from './identity/token-resolver.js';
+import { registerOpenApi } from './openapi.js';
 import { adminRoutes } from './routes/admin.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
 import { authRoutes } from './routes/auth.js';
+import { billingRoutes } from './routes/billing.js';
+import { initiativeRoutes } from './routes/initiatives.js';
+import { issueRecordRoutes } from './routes/issue-records.js';
+import { issueRoutes } from './routes/issues.js';
+import { memberRoutes } from './routes/members.js';
+import { milestoneRoutes } from './routes/milestones.js';
+import { programRoutes } from './routes/programs.js';
+import { projectRoutes } from './routes/projects.js';
+import { taskContractRoutes } from './routes/task-contract.js';
+import { userRoutes } from './routes/users.js';
 import { workspaceRoutes } from './routes/workspaces.js';
 
 /**
@@ -12,10 +25,23 @@ import { workspaceRoutes } from './routes/workspaces.js';
  * shared server; tests use `buildApp` and `app.inject()`.
  */
 export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
+  // First: the OpenAPI document collects (and documents) every route registered after it.
+  await registerOpenApi(app);
   await app.register(cookie);
-  registerAuthentication(app, deps);
+  registerAuthentication(app, deps, { resolveToken: createTokenResolver(deps) });
   await authRoutes(app, deps);
+  await userRoutes(app, deps);
   await workspaceRoutes(app, deps);
+  await memberRoutes(app, deps);
+  await apiKeyRoutes(app, deps);
+  await billingRoutes(app, deps);
+  await projectRoutes(app, deps);
+  await milestoneRoutes(app, deps);
+  await programRoutes(app, deps);
+  await initiativeRoutes(app, deps);
+  await issueRoutes(app, deps);
+  await issueRecordRoutes(app, deps);
+  await taskContractRoutes(app, deps);
   await adminRoutes(app, deps);
 }
 

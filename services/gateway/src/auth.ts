@@ -1,7 +1,7 @@
 import { ServiceError } from '@planning/errors';
 import { isScope, type Scope } from '@planning/plans';
 import type { Principal } from '@planning/rpc';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayDeps } from './deps.js';
 import { hashSessionToken } from './store/sessions.js';
 import type { UserRecord } from './store/users.js';
@@ -23,10 +23,23 @@ export type RouteAccess =
   | { auth: 'token'; scope: Scope | readonly Scope[] }
   | { auth: 'session-or-token'; scope: Scope | readonly Scope[] };
 
+/** Why a request was denied, for its audit event; set where the decision is made. */
+export interface DenialNote {
+  /** Default `access.denied`. */
+  type?: string;
+  /** Kebab-case. */
+  reason: string;
+  actor?: { type: string; id: string };
+  subject?: { type: string; id: string };
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     /** Who is calling; `anonymous` until a credential was accepted. */
     principal: Principal;
+    denial?: DenialNote;
+    /** The error the request failed with, as thrown (before the error handler). */
+    failure?: unknown;
   }
   interface FastifyContextConfig {
     access?: RouteAccess;
@@ -40,14 +53,22 @@ export function userPrincipal(user: UserRecord): Principal {
 }
 
 /** Resolves a presented API token to its principal, or throws `unauthorized`. */
-export type TokenResolver = (token: string, request: FastifyRequest) => Promise<Principal>;
+export type TokenResolver = (token: string, request: FastifyRequest, reply: FastifyReply) => Promise<Principal>;
+
+/** Notes why `request` is being denied (the audit event's reason); the caller throws the error. */
+export function markDenial(request: FastifyRequest, note: DenialNote): void {
+  request.denial = note;
+}
 
 /** The token a request presents: `Authorization: Bearer <token>` or `x-api-key: <token>`. */
 export function presentedToken(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization;
   if (typeof header === 'string' && header.length > 0) {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!match) throw new ServiceError('unauthorized', 'Authorization header must be "Bearer <token>"');
+    if (!match) {
+      markDenial(request, { type: 'auth.token.denied', reason: 'malformed-authorization' });
+      throw new ServiceError('unauthorized', 'Authorization header must be "Bearer <token>"');
+    }
     return match[1];
   }
   const apiKey = request.headers['x-api-key'];
@@ -81,7 +102,7 @@ export function registerAuthentication(
     }
   });
 
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
     request.principal = ANONYMOUS;
     const access = request.routeOptions.config.access;
     if (!access || access.auth === 'public') return;
@@ -89,29 +110,88 @@ export function registerAuthentication(
     const token = presentedToken(request);
     if (token !== undefined) {
       if (!options.resolveToken) throw new ServiceError('unauthorized', 'API tokens are not accepted here');
-      request.principal = await options.resolveToken(token, request);
+      request.principal = await options.resolveToken(token, request, reply);
     } else {
       const cookie = request.cookies[SESSION_COOKIE];
       if (cookie) {
         const session = await deps.sessions.get(hashSessionToken(cookie), deps.clock());
         const user = session ? await deps.users.findById(session.userId) : null;
         if (user && !user.disabled) request.principal = userPrincipal(user);
+        else markDenial(request, { type: 'auth.session.denied', reason: user?.disabled ? 'user-disabled' : 'invalid-session' });
       }
     }
 
     const principal = request.principal;
     if (principal.type === 'anonymous') {
+      if (!request.denial) markDenial(request, { reason: 'missing-credentials' });
       throw new ServiceError('unauthorized', access.auth === 'token' ? 'An API token is required' : 'Sign in first: a session is required');
     }
     if (access.auth === 'session' && principal.type !== 'user') {
-      throw new ServiceError('forbidden', 'This endpoint needs a signed-in user session, not an API token');
+      throw new ServiceError('forbidden', 'This endpoint needs a signed-in user session, not an API token', {
+        reason: 'session-required',
+      });
     }
     if (access.auth === 'token' && principal.type !== 'api-key') {
-      throw new ServiceError('forbidden', 'This endpoint is for API tokens');
+      throw new ServiceError('forbidden', 'This endpoint is for API tokens', { reason: 'token-required' });
     }
     if (principal.type === 'api-key') {
       const missing = scopesOf(access).filter((s) => !principal.scopes.includes(s));
-      if (missing.length > 0) throw new ServiceError('forbidden', `The token lacks the scope ${missing.map((s) => `'${s}'`).join(', ')}`);
+      if (missing.length > 0) {
+        throw new ServiceError('forbidden', `The token lacks the scope ${missing.map((s) => `'${s}'`).join(', ')}`, {
+          reason: 'missing-scope',
+        });
+      }
     }
   });
+
+  app.addHook('onError', async (request, _reply, error) => {
+    request.failure = error;
+  });
+
+  // Every 401 and 403 the gateway answers (its own, and those services return over gRPC) is an
+  // audit event; the auditor bounds the volume.
+  app.addHook('onResponse', async (request, reply) => {
+    if (!request.url.startsWith('/api/')) return;
+    const status = reply.statusCode;
+    if (status !== 401 && status !== 403 && !request.denial) return;
+    const denial = describeDenial(request, status);
+    deps.audit.record(denial, request.ip).catch((err: unknown) => {
+      request.log.error({ err }, 'could not record an audit event');
+    });
+  });
+}
+
+const AUDIT_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+function actorOf(principal: Principal): { type: string; id: string } {
+  if (principal.type === 'api-key') return { type: 'api-key', id: principal.keyId ?? principal.id };
+  return { type: principal.type, id: principal.userId ?? principal.id };
+}
+
+/** The workspace a request names (path `:id` under /api/workspaces, or a `workspaceId` field), if it looks like an id. */
+function workspaceNamed(request: FastifyRequest): string | undefined {
+  const params = (request.params ?? {}) as Record<string, unknown>;
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  const body = (request.body && typeof request.body === 'object' ? request.body : {}) as Record<string, unknown>;
+  const route = request.routeOptions.url ?? '';
+  const candidates = [route.startsWith('/api/workspaces/:id') ? params.id : undefined, query.workspaceId, body.workspaceId];
+  return candidates.find((c): c is string => typeof c === 'string' && AUDIT_ID.test(c));
+}
+
+function describeDenial(request: FastifyRequest, status: number): Required<Pick<DenialNote, 'reason' | 'actor' | 'subject'>> & { type: string; workspaceId?: string } {
+  const note = request.denial;
+  const failure = request.failure;
+  const fromError =
+    failure instanceof ServiceError ? (failure.details.reason && /^[a-z0-9-]{1,64}$/.test(failure.details.reason) ? failure.details.reason : failure.code) : undefined;
+  const reason = note?.reason ?? fromError ?? (status === 401 ? 'unauthorized' : 'forbidden');
+  const principal = request.principal ?? ANONYMOUS;
+  const workspaceId = principal.type === 'api-key' ? principal.workspaceId : workspaceNamed(request);
+  const routeId = `${request.method.toLowerCase()}:${(request.routeOptions.url ?? 'unknown').replace(/^\/api\//, '').replace(/\//g, '.')}`;
+  return {
+    type: note?.type ?? 'access.denied',
+    reason,
+    actor: note?.actor ?? actorOf(principal),
+    subject: note?.subject ?? (workspaceId ? { type: 'workspace', id: workspaceId } : { type: 'endpoint', id: routeId.slice(0, 128) }),
+    ...(workspaceId ? { workspaceId } : {}),
+  };
 }

@@ -1,11 +1,24 @@
 import type { EnvValues } from '@planning/config';
+import type { UsageMeter } from '@planning/metering';
 import type { Outbox } from '@planning/outbox';
 import type { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
+import type { AgentService } from '@planning/proto/planning/issues/v1/agents_pb';
+import type { ProgramService } from '@planning/proto/planning/issues/v1/programs_pb';
+import type { ProjectService } from '@planning/proto/planning/issues/v1/projects_pb';
+import type { TaskRecordService } from '@planning/proto/planning/issues/v1/task_records_pb';
+import type { TaskService } from '@planning/proto/planning/issues/v1/tasks_pb';
 import type { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
+import type { UsageService } from '@planning/proto/planning/usage/v1/usage_pb';
+import type { RateLimiter } from '@planning/rate-limit';
 import type { RpcClient } from '@planning/rpc';
+import type { DenialAuditor } from './audit/denials.js';
 import type { gatewaySettings } from './config.js';
+import type { LoginThrottle } from './identity/login-throttle.js';
+import type { IdentityProvider } from './identity/providers.js';
+import type { ApiKeyRepository } from './store/api-keys.js';
 import type { SessionStore } from './store/sessions.js';
 import type { UserRepository } from './store/users.js';
+import type { WorkspaceAccessCache } from './workspace-access.js';
 
 export type GatewaySettings = EnvValues<typeof gatewaySettings>;
 
@@ -14,11 +27,36 @@ export interface GatewayDeps {
   settings: GatewaySettings;
   users: UserRepository;
   sessions: SessionStore;
+  /** API keys (only token hashes are stored). */
+  apiKeys: ApiKeyRepository;
+  /** Who a sign-in is: `local` or `cognito`. */
+  identity: IdentityProvider;
+  loginThrottle: LoginThrottle;
+  /** Per-key token buckets: Redis (shared by replicas, per-replica fallback) or in-process. */
+  limiter: RateLimiter;
+  /** Monthly API request counts per workspace. */
+  meter: UsageMeter;
+  /** Bounded audit of denials (401/403 and throttled sign-ins). */
+  audit: DenialAuditor;
+  /** Plan and status of a token's workspace, briefly cached. */
+  workspaceAccess: WorkspaceAccessCache;
   /** The gateway's own events (authentication and token decisions) go through its outbox. */
   outbox: Outbox;
   rpc: {
     workspaces: RpcClient<typeof WorkspaceService>;
     audit: RpcClient<typeof AuditService>;
+    agents: RpcClient<typeof AgentService>;
+    /** Planning records of the issues service: projects and milestones, programs and initiatives, tasks and what accumulates on them. */
+    projects: RpcClient<typeof ProjectService>;
+    programs: RpcClient<typeof ProgramService>;
+    tasks: RpcClient<typeof TaskService>;
+    taskRecords: RpcClient<typeof TaskRecordService>;
+    /** Each service answers for its own quota kinds. */
+    usage: {
+      issues: RpcClient<typeof UsageService>;
+      agentsClaims: RpcClient<typeof UsageService>;
+      importsExports: RpcClient<typeof UsageService>;
+    };
   };
   clock: () => Date;
 }

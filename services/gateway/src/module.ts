@@ -1,6 +1,20 @@
+import { createUsageMeter } from '@planning/metering';
 import { createOutbox } from '@planning/outbox';
 import { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
+import { AgentService } from '@planning/proto/planning/issues/v1/agents_pb';
+import { ProgramService } from '@planning/proto/planning/issues/v1/programs_pb';
+import { ProjectService } from '@planning/proto/planning/issues/v1/projects_pb';
+import { TaskRecordService } from '@planning/proto/planning/issues/v1/task_records_pb';
+import { TaskService } from '@planning/proto/planning/issues/v1/tasks_pb';
 import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
+import { UsageService } from '@planning/proto/planning/usage/v1/usage_pb';
+import {
+  createInProcessLimiter,
+  createRedisLimiter,
+  createResilientLimiter,
+  type RateLimiter,
+  type ResilientLimiter,
+} from '@planning/rate-limit';
 import {
   openServiceStore,
   storeReadiness,
@@ -11,11 +25,17 @@ import {
 } from '@planning/runtime';
 import { injectTraceHeaders } from '@planning/telemetry';
 import { gatewayPlugin } from './app.js';
+import { createDenialAuditor } from './audit/denials.js';
 import { gatewaySettings } from './config.js';
 import type { GatewayDeps, GatewaySettings } from './deps.js';
 import { bootstrapAdmin } from './identity/bootstrap.js';
-import { createStoreSessionStore } from './store/sessions.js';
+import { createLoginThrottle } from './identity/login-throttle.js';
+import { createCognitoProvider, createLocalProvider, type IdentityProvider } from './identity/providers.js';
+import { ApiKeyRepository } from './store/api-keys.js';
+import { createRedisSessionStore, type RedisSessionStore } from './store/redis-sessions.js';
+import { createStoreSessionStore, type SessionStore } from './store/sessions.js';
 import { UserRepository } from './store/users.js';
+import { createWorkspaceAccessCache } from './workspace-access.js';
 
 export interface GatewayExports {
   deps: GatewayDeps;
@@ -26,10 +46,22 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
   name: 'gateway',
   deps: ['bus', 'rpc-clients', 'http'],
   settings: gatewaySettings,
+  validate(settings) {
+    if (Boolean(settings.COGNITO_USER_POOL_ID) !== Boolean(settings.COGNITO_CLIENT_ID)) {
+      return [
+        {
+          variable: settings.COGNITO_USER_POOL_ID ? 'COGNITO_CLIENT_ID' : 'COGNITO_USER_POOL_ID',
+          message: 'COGNITO_USER_POOL_ID and COGNITO_CLIENT_ID go together (both set: sign-in through Cognito)',
+        },
+      ];
+    }
+    return [];
+  },
   async init(ctx) {
     const { bus } = ctx.get<BusExports>('bus');
     const { app } = ctx.get<HttpExports>('http');
     const clients = ctx.get<RpcClientsExports>('rpc-clients');
+    const settings = ctx.settings;
     const store = await openServiceStore(ctx.config, 'gateway');
     const outbox = await createOutbox({
       store,
@@ -39,14 +71,77 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
       traceHeaders: () => injectTraceHeaders(),
     });
     const users = await UserRepository.open(store);
+
+    // With Redis: buckets and sessions shared by every replica; a Redis outage degrades the
+    // limiter to per-replica buckets (readiness details say so) and never fails readiness.
+    const redisUrl = ctx.config.REDIS_URL;
+    let resilient: ResilientLimiter | undefined;
+    let limiter: RateLimiter;
+    let redisSessions: RedisSessionStore | undefined;
+    let sessions: SessionStore;
+    if (redisUrl) {
+      resilient = createResilientLimiter({
+        primary: createRedisLimiter({ url: redisUrl }),
+        fallback: createInProcessLimiter(),
+        logger: ctx.logger,
+      });
+      limiter = resilient;
+      redisSessions = createRedisSessionStore({ url: redisUrl });
+      sessions = redisSessions;
+    } else {
+      limiter = createInProcessLimiter();
+      sessions = await createStoreSessionStore(store);
+    }
+
+    const identity: IdentityProvider =
+      settings.COGNITO_USER_POOL_ID && settings.COGNITO_CLIENT_ID
+        ? createCognitoProvider(users, {
+            userPoolId: settings.COGNITO_USER_POOL_ID,
+            clientId: settings.COGNITO_CLIENT_ID,
+            ...(settings.COGNITO_CLIENT_SECRET ? { clientSecret: settings.COGNITO_CLIENT_SECRET } : {}),
+            ...(settings.COGNITO_REGION ? { region: settings.COGNITO_REGION } : {}),
+            ...(settings.COGNITO_ENDPOINT ? { endpoint: settings.COGNITO_ENDPOINT } : {}),
+          })
+        : createLocalProvider(users);
+    ctx.logger.info({ mode: identity.mode, sessions: sessions.kind, limiter: limiter.kind }, 'gateway identity ready');
+
+    const workspaces = clients.client('issues', WorkspaceService);
+    const audit = createDenialAuditor({
+      outbox,
+      logger: ctx.logger,
+      perSourcePerMinute: settings.AUDIT_DENIALS_PER_SOURCE_PER_MINUTE,
+      perMinute: settings.AUDIT_DENIALS_PER_MINUTE,
+    });
     const deps: GatewayDeps = {
-      settings: ctx.settings,
+      settings,
       users,
-      sessions: await createStoreSessionStore(store),
+      sessions,
+      apiKeys: await ApiKeyRepository.open(store),
+      identity,
+      loginThrottle: createLoginThrottle({
+        limiter,
+        maxFailuresPerEmail: settings.LOGIN_MAX_FAILURES_PER_EMAIL,
+        maxFailuresPerAddress: settings.LOGIN_MAX_FAILURES_PER_ADDRESS,
+        windowSeconds: settings.LOGIN_THROTTLE_WINDOW_SECONDS,
+      }),
+      limiter,
+      meter: await createUsageMeter(store),
+      audit,
+      workspaceAccess: createWorkspaceAccessCache(workspaces, { ttlMs: settings.WORKSPACE_CACHE_MS }),
       outbox,
       rpc: {
-        workspaces: clients.client('issues', WorkspaceService),
+        workspaces,
         audit: clients.client('audit', AuditService),
+        agents: clients.client('issues', AgentService),
+        projects: clients.client('issues', ProjectService),
+        programs: clients.client('issues', ProgramService),
+        tasks: clients.client('issues', TaskService),
+        taskRecords: clients.client('issues', TaskRecordService),
+        usage: {
+          issues: clients.client('issues', UsageService),
+          agentsClaims: clients.client('agents-claims', UsageService),
+          importsExports: clients.client('imports-exports', UsageService),
+        },
       },
       clock: () => new Date(),
     };
@@ -56,16 +151,37 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
       async start() {
         await outbox.start();
         await bootstrapAdmin(users, {
-          email: ctx.settings.SERVICE_ADMIN_EMAIL,
-          password: ctx.settings.SERVICE_ADMIN_PASSWORD,
+          email: settings.SERVICE_ADMIN_EMAIL,
+          password: settings.SERVICE_ADMIN_PASSWORD,
           logger: ctx.logger,
         });
       },
       async stop() {
+        await audit.stop();
         await outbox.stop();
+        await limiter.close().catch(() => undefined);
+        await redisSessions?.close().catch(() => undefined);
         await store.close();
       },
-      ready: () => storeReadiness(store),
+      async ready() {
+        const report = await storeReadiness(store);
+        // Redis problems are reported, never fatal: the limiter falls back per replica.
+        await limiter.ping().catch(() => undefined);
+        const details: Record<string, unknown> = {
+          ...report.details,
+          identity: identity.mode,
+          rateLimiter: resilient ? { kind: 'redis', ...resilient.status() } : { kind: limiter.kind, mode: 'per-replica' },
+        };
+        if (redisSessions) {
+          details.sessions = await redisSessions.ping().then(
+            () => ({ kind: 'redis', reachable: true }),
+            () => ({ kind: 'redis', reachable: false }),
+          );
+        } else {
+          details.sessions = { kind: sessions.kind };
+        }
+        return { ok: report.ok, details };
+      },
     };
   },
 };

@@ -1,4 +1,13 @@
-import { openServiceStore, storeReadiness, type ModuleDefinition } from '@planning/runtime';
+import { createRemoteAccess } from '@planning/access';
+import { createUsageMeter, meteredUsageProvider, registerUsageProvider } from '@planning/metering';
+import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
+import {
+  openServiceStore,
+  storeReadiness,
+  type ModuleDefinition,
+  type RpcClientsExports,
+  type RpcServerExports,
+} from '@planning/runtime';
 
 /**
  * The imports-exports service: import previews and commits, exports and their history. It owns
@@ -9,6 +18,13 @@ export const importsExportsModule: ModuleDefinition = {
   deps: ['bus', 'rpc-server', 'rpc-clients'],
   async init(ctx) {
     const store = await openServiceStore(ctx.config, 'imports-exports');
+    // Monthly usage of this service's quota kinds, reported to GET /api/billing/usage.
+    const meter = await createUsageMeter(store);
+    const access = createRemoteAccess(ctx.get<RpcClientsExports>('rpc-clients').client('issues', WorkspaceService));
+    registerUsageProvider(
+      ctx.get<RpcServerExports>('rpc-server'),
+      meteredUsageProvider({ owner: 'imports-exports', kinds: ['imports', 'exports'], meter, access }),
+    );
     return {
       async stop() {
         await store.close();

@@ -9,7 +9,13 @@ import {
 } from '@planning/runtime';
 import { injectTraceHeaders } from '@planning/telemetry';
 import { issuesSettings } from './config.js';
-import { createWorkspaceService, WorkspaceService } from './rpc/workspace-service.js';
+import { openPlanning, ProgramService, ProjectService, TaskRecordService, TaskService } from './planning.js';
+import { registerUsageProvider } from '@planning/metering';
+import { AgentService, createAgentService } from './rpc/agent-service.js';
+import { createIssuesUsageProvider } from './rpc/usage-provider.js';
+import { createLocalAccess, createWorkspaceService, WorkspaceService } from './rpc/workspace-service.js';
+import { AgentRepository } from './store/agents.js';
+import { storedTaskCounter } from './store/usage.js';
 import { WorkspaceRepository } from './store/workspaces.js';
 
 export type IssuesSettings = EnvValues<typeof issuesSettings>;
@@ -33,6 +39,15 @@ export const issuesModule: ModuleDefinition<IssuesSettings> = {
     });
     const workspaces = await WorkspaceRepository.open(store, outbox);
     rpc.addService(WorkspaceService, createWorkspaceService({ workspaces, clock }));
+    const access = createLocalAccess(workspaces);
+    const agents = await AgentRepository.open(store, outbox);
+    rpc.addService(AgentService, createAgentService({ agents, access, clock }));
+    registerUsageProvider(rpc, createIssuesUsageProvider({ access, countStoredTasks: storedTaskCounter(store) }));
+    const planning = await openPlanning({ store, outbox, workspaces, agents, access, clock });
+    rpc.addService(ProjectService, planning.services.projects);
+    rpc.addService(ProgramService, planning.services.programs);
+    rpc.addService(TaskService, planning.services.tasks);
+    rpc.addService(TaskRecordService, planning.services.taskRecords);
     return {
       async start() {
         await outbox.start();

@@ -42,7 +42,72 @@ export function compileFilter(filter: Filter, what = 'filter'): Matcher {
   // Compiled on first use: building a mingo Query costs tens of microseconds, and plans that an
   // index decides exactly (e.g. an `_id` lookup) never evaluate the filter.
   let query: Query | undefined;
-  return (doc) => (query ??= new Query(filter, { scriptEnabled: false })).test(doc);
+  const full: Matcher = (doc) => (query ??= new Query(filter, { scriptEnabled: false })).test(doc);
+  const literals = literalConditions(filter);
+  if (literals.length === 0) return full;
+  // Text search over many documents mostly rejects: a substring test turns most documents away
+  // without building mingo's per-document evaluation (several times faster); survivors still
+  // meet the whole filter through mingo, so the answer is unchanged.
+  return (doc) => {
+    for (const { field, literal } of literals) {
+      const value = doc[field];
+      if (typeof value === 'string' && !value.includes(literal)) return false;
+    }
+    return full(doc);
+  };
+}
+
+/** Characters that make a regular expression more than literal text when unescaped. */
+const REGEX_SYNTAX = new Set(['.', '*', '+', '?', '^', '$', '{', '}', '(', ')', '|', '[', ']', '\\']);
+/** Characters a backslash makes literal (what `escapeRegExp` escapes, and a few more). */
+const ESCAPED_LITERAL = new Set([...REGEX_SYNTAX, '/', '-']);
+
+/**
+ * The text a regular expression source matches literally, or undefined when it uses any regex
+ * syntax (`.`, classes, anchors, escapes such as `\d`, ...). `escapeRegExp(text)` gives back `text`.
+ */
+export function literalOfRegex(source: string): string | undefined {
+  let out = '';
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i] as string;
+    if (c === '\\') {
+      const next = source[i + 1];
+      if (next === undefined || !ESCAPED_LITERAL.has(next)) return undefined;
+      out += next;
+      i++;
+    } else if (REGEX_SYNTAX.has(c)) {
+      return undefined;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/**
+ * Conditions every match must meet that are plain substring tests: `{ field: { $regex: <literal> } }`
+ * on a top-level field (also inside a top-level `$and`), without the `i` flag (`m` and `s` do not
+ * change a literal's meaning). A document whose string value lacks the text cannot match; any
+ * other value (an array, a missing field) is left to the full evaluation.
+ */
+export function literalConditions(filter: Filter): { field: string; literal: string }[] {
+  const out: { field: string; literal: string }[] = [];
+  const visit = (query: Record<string, unknown>): void => {
+    for (const [key, value] of Object.entries(query)) {
+      if (key === '$and') {
+        for (const sub of value as Record<string, unknown>[]) visit(sub);
+        continue;
+      }
+      if (key.startsWith('$') || key.includes('.') || !isOperatorObject(value)) continue;
+      const regex = value.$regex;
+      const options = value.$options ?? '';
+      if (typeof regex !== 'string' || typeof options !== 'string' || options.includes('i')) continue;
+      const literal = literalOfRegex(regex);
+      if (literal !== undefined && literal !== '') out.push({ field: key, literal });
+    }
+  };
+  visit(filter);
+  return out;
 }
 
 export function assertFilter(filter: unknown, what = 'filter'): asserts filter is Filter {

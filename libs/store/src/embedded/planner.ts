@@ -1,12 +1,13 @@
 /**
  * The query planner and executor. Candidates come from the cheapest of: `_id` lookups, an index
  * whose leading keys are fixed by equality/`$in` conditions (optionally followed by a range on the
- * next key), or a full scan. When the chosen index's order is the requested sort, it is walked in
- * order and the walk stops once `skip + limit` matches are found. Every candidate is checked
- * against the full filter, so an index only ever narrows the work, never the semantics.
+ * next key, or by a literal substring condition tested on the index keys), or a full scan. When
+ * the chosen index's order is the requested sort, it is walked in order and the walk stops once
+ * `skip + limit` matches are found. Every candidate is checked against the full filter, so an
+ * index only ever narrows the work, never the semantics.
  */
 import type { Filter } from '../port.js';
-import { extractConditions, impliesPartial, type Matcher } from './filter.js';
+import { extractConditions, impliesPartial, literalConditions, type Matcher } from './filter.js';
 import type { IndexEntry, IndexState, Range } from './index-state.js';
 import { assertPath, sortValue, splitPath } from './paths.js';
 import { compareIds, compareValues, isPlainObject } from './values.js';
@@ -95,6 +96,8 @@ export interface PlanResult {
   recs: Rec[];
   count: number;
   explain: QueryExplain;
+  /** A trial scan ran out of its budget before finishing: `recs` is incomplete. */
+  abandoned?: boolean;
 }
 
 /**
@@ -107,6 +110,22 @@ const COVERED_ENTRY_COST = 0.5;
 /** Upper bound on point lookups generated from `$in` lists before the planner stops extending the prefix. */
 const MAX_POINTS = 1000;
 
+/**
+ * Relative cost of an index entry whose key a substring test rejects: no document is fetched, so
+ * it is much cheaper than examining a document.
+ */
+const KEY_FILTER_ENTRY_COST = 0.25;
+
+/**
+ * How many documents an ordered walk may examine before the planner gives up on it in favour of a
+ * key-filtered scan: about what that scan costs (examining a document costs roughly as much as
+ * testing sixteen keys), so neither choice is ever much worse than the other; between 100 and
+ * 10,000. A substring condition's selectivity cannot be estimated, so (like MongoDB's trial runs)
+ * the ordered walk gets a bounded try: frequent text fills a page early, rare text falls back to
+ * testing index keys.
+ */
+const trialDocs = (keys: number): number => Math.max(100, Math.min(10_000, Math.ceil(keys / 16)));
+
 type Walk = 'forward' | 'backward' | 'merge-forward' | 'merge-backward';
 
 interface IndexPlan {
@@ -117,6 +136,8 @@ interface IndexPlan {
   walk: Walk | undefined;
   count: number;
   covered: boolean;
+  /** A substring the index key at `keyFilter.position` must contain (tested before fetching). */
+  keyFilter?: { position: number; literal: string };
 }
 
 export function execute(records: ReadonlyMap<string, Rec>, indexes: Iterable<IndexState>, q: PlanQuery): PlanResult {
@@ -124,9 +145,10 @@ export function execute(records: ReadonlyMap<string, Rec>, indexes: Iterable<Ind
   const idCond = conds.get('_id');
   if (idCond?.eq) return idLookup(records, idCond.eq, q);
 
+  const literals = literalConditions(q.filter);
   const plans: IndexPlan[] = [];
   for (const idx of indexes) {
-    const plan = planIndex(idx, conds, q);
+    const plan = planIndex(idx, conds, q, literals);
     if (plan) plans.push(plan);
   }
   const minCount = plans.reduce((m, p) => Math.min(m, p.count), records.size);
@@ -139,13 +161,29 @@ export function execute(records: ReadonlyMap<string, Rec>, indexes: Iterable<Ind
     a[0] !== b[0] ? a[0] < b[0] : a[1] !== b[1] ? a[1] < b[1] : a[2] < b[2];
   let best: IndexPlan | undefined;
   let bestRank = rank(cost(records.size, q.sort === undefined), q.sort === undefined, -1);
+  let keyFiltered: { plan: IndexPlan; rank: [number, number, number] } | undefined;
   for (const plan of plans) {
     const ordered = q.sort === undefined || plan.walk !== undefined;
-    const r = rank(cost(plan.count, ordered) * (plan.covered ? COVERED_ENTRY_COST : INDEX_ENTRY_COST), ordered, plan.prefix);
+    const perEntry = plan.keyFilter ? KEY_FILTER_ENTRY_COST : plan.covered ? COVERED_ENTRY_COST : INDEX_ENTRY_COST;
+    const r = rank(cost(plan.count, ordered) * perEntry, ordered, plan.prefix);
+    if (plan.keyFilter && (!keyFiltered || better(r, keyFiltered.rank))) keyFiltered = { plan, rank: r };
     if (better(r, bestRank)) {
       best = plan;
       bestRank = r;
     }
+  }
+  // An ordered walk's estimate assumes the substring condition matches often. Try it within a
+  // budget; when it does not fill the page in time, test the index keys instead.
+  const alternative = keyFiltered?.plan;
+  const trial = alternative && alternative !== best && !q.countOnly && Number.isFinite(q.want) && (best === undefined || best.walk !== undefined || q.sort === undefined);
+  if (alternative && trial) {
+    const budget = trialDocs(alternative.count);
+    const tried = best ? indexScan(records, best, q, budget) : collScan(records, q, budget);
+    if (!tried.abandoned) return tried;
+    const fallback = indexScan(records, alternative, q);
+    fallback.explain.keysExamined += tried.explain.keysExamined;
+    fallback.explain.docsExamined += tried.explain.docsExamined;
+    return fallback;
   }
   return best ? indexScan(records, best, q) : collScan(records, q);
 }
@@ -176,12 +214,14 @@ function idLookup(records: ReadonlyMap<string, Rec>, ids: unknown[], q: PlanQuer
   return finish(out, q, explain, false);
 }
 
-function collScan(records: ReadonlyMap<string, Rec>, q: PlanQuery): PlanResult {
+/** A full scan; with a `budget`, abandoned once that many documents were examined without finishing. */
+function collScan(records: ReadonlyMap<string, Rec>, q: PlanQuery, budget?: number): PlanResult {
   const explain = newExplain('COLLSCAN', q);
   const out: Rec[] = [];
   const stopEarly = q.sort === undefined && !q.countOnly;
   for (const [id, rec] of records) {
     if (q.exclude?.(id)) continue;
+    if (budget !== undefined && explain.docsExamined >= budget) return { recs: [], count: 0, explain, abandoned: true };
     explain.docsExamined++;
     if (q.matcher(rec.doc)) {
       out.push(rec);
@@ -255,7 +295,12 @@ function isExactEquality(value: unknown): boolean {
   return true;
 }
 
-function planIndex(idx: IndexState, conds: ReturnType<typeof extractConditions>, q: PlanQuery): IndexPlan | undefined {
+function planIndex(
+  idx: IndexState,
+  conds: ReturnType<typeof extractConditions>,
+  q: PlanQuery,
+  literals: readonly { field: string; literal: string }[],
+): IndexPlan | undefined {
   const partial = idx.spec.partialFilterExpression;
   if (partial !== undefined && !impliesPartial(q.filter, partial)) return undefined;
   const fields = idx.fields;
@@ -274,7 +319,16 @@ function planIndex(idx: IndexState, conds: ReturnType<typeof extractConditions>,
   // With arrays in the index, bounds from different elements cannot be intersected safely.
   const range = prefix < fields.length && !idx.multikey ? conds.get(fields[prefix] as string)?.range : undefined;
   const walk = chooseWalk(idx, prefix, pointValues, q.sort);
-  if (prefix === 0 && range === undefined && walk === undefined) return undefined;
+  // A key after the prefix may be tested for a substring without fetching the document (not with
+  // arrays in the index: an entry's key is then one element, not the field's value).
+  let keyFilter: IndexPlan['keyFilter'];
+  if (!idx.multikey) {
+    for (let position = prefix; position < fields.length && !keyFilter; position++) {
+      const literal = literals.find((l) => l.field === fields[position]);
+      if (literal) keyFilter = { position, literal: literal.literal };
+    }
+  }
+  if (prefix === 0 && range === undefined && walk === undefined && keyFilter === undefined) return undefined;
   const points = cartesian(pointValues);
   let count = 0;
   for (const point of points) {
@@ -282,7 +336,7 @@ function planIndex(idx: IndexState, conds: ReturnType<typeof extractConditions>,
     count += idx.list.rank(end) - idx.list.rank(start);
   }
   const covered = range === undefined && coveredBy(q.filter, idx, prefix);
-  return { idx, points, range, prefix, walk, count, covered };
+  return { idx, points, range, prefix, walk, count, covered, ...(keyFilter ? { keyFilter } : {}) };
 }
 
 /**
@@ -368,7 +422,8 @@ function* mergedEntries(plan: IndexPlan, sign: 1 | -1): Generator<IndexEntry> {
   }
 }
 
-function indexScan(records: ReadonlyMap<string, Rec>, plan: IndexPlan, q: PlanQuery): PlanResult {
+/** An index scan; with a `budget`, abandoned once that many documents were examined without finishing. */
+function indexScan(records: ReadonlyMap<string, Rec>, plan: IndexPlan, q: PlanQuery, budget?: number): PlanResult {
   const ordered = q.sort === undefined || plan.walk !== undefined;
   const explain = newExplain('IXSCAN', q, { index: plan.idx.name, inMemorySort: !ordered && !q.countOnly, indexOnly: plan.covered });
   if (q.countOnly && plan.covered && !q.exclude) return { recs: [], count: plan.count, explain };
@@ -376,13 +431,23 @@ function indexScan(records: ReadonlyMap<string, Rec>, plan: IndexPlan, q: PlanQu
   const stopAt = ordered && !q.countOnly ? q.want : Infinity;
   const out: Rec[] = [];
   const matcher = plan.covered ? undefined : q.matcher;
+  const keyFilter = plan.keyFilter;
+  let overBudget = false;
   const visit = (e: IndexEntry): boolean => {
     explain.keysExamined++;
+    if (keyFilter) {
+      const key = e.k[keyFilter.position];
+      if (typeof key === 'string' && !key.includes(keyFilter.literal)) return true;
+    }
     if (seen) {
       if (seen.has(e.id)) return true;
       seen.add(e.id);
     }
     if (q.exclude?.(e.id)) return true;
+    if (budget !== undefined && explain.docsExamined >= budget) {
+      overBudget = true;
+      return false;
+    }
     const rec = records.get(e.id);
     if (!rec) return true;
     if (matcher) {
@@ -403,5 +468,6 @@ function indexScan(records: ReadonlyMap<string, Rec>, plan: IndexPlan, q: PlanQu
       if (!idx.list.scan(start, end, reverse, visit)) break;
     }
   }
+  if (overBudget) return { recs: [], count: 0, explain, abandoned: true };
   return finish(out, q, explain, ordered);
 }

@@ -1,9 +1,10 @@
 import { ServiceError } from '@planning/errors';
-import type { FastifyInstance } from 'fastify';
-import { SESSION_COOKIE } from '../auth.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { markDenial, SESSION_COOKIE } from '../auth.js';
 import type { GatewayDeps } from '../deps.js';
-import { decoyHash, verifyPassword } from '../identity/passwords.js';
+import { errorResponse, ok, userSchema } from '../openapi.js';
 import { hashSessionToken, newSessionRecord, newSessionToken } from '../store/sessions.js';
+import { toPublicUser } from '../store/users.js';
 import { safeRedirect } from './redirect.js';
 
 const loginBody = {
@@ -13,7 +14,7 @@ const loginBody = {
   properties: {
     email: { type: 'string', minLength: 1, maxLength: 320 },
     password: { type: 'string', minLength: 1, maxLength: 1024 },
-    returnTo: { type: 'string', maxLength: 2048 },
+    returnTo: { type: 'string', maxLength: 2048, description: 'A same-site path to return to; anything else becomes `/`.' },
   },
 } as const;
 
@@ -23,33 +24,123 @@ interface LoginBody {
   returnTo?: string;
 }
 
+function cookieOptions(request: FastifyRequest, deps: GatewayDeps) {
+  return {
+    httpOnly: true,
+    sameSite: 'lax' as const,
+    path: '/',
+    secure: request.protocol === 'https' || deps.settings.SERVICE_COOKIE_SECURE,
+  };
+}
+
+function clearSessionCookie(reply: FastifyReply, request: FastifyRequest, deps: GatewayDeps): void {
+  void reply.clearCookie(SESSION_COOKIE, cookieOptions(request, deps));
+}
+
 export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
-  app.post<{ Body: LoginBody }>('/api/auth/login', { schema: { body: loginBody }, config: { access: { auth: 'public' } } }, async (request, reply) => {
-    const { email, password, returnTo } = request.body;
-    const user = await deps.users.findByEmail(email);
-    // Unknown emails verify against a decoy hash so both failures take the same time.
-    const ok =
-      user && !user.disabled && user.passwordHash
-        ? await verifyPassword(user.passwordHash, password)
-        : (await verifyPassword(await decoyHash(), password), false);
-    if (!user || !ok) {
-      await deps.outbox.add({
-        type: 'auth.login.denied',
-        actor: { type: 'anonymous', id: 'anonymous' },
-        data: { subject: { type: 'user', id: user?._id ?? 'unknown' }, outcome: 'denied', reason: 'invalid-credentials' },
-      });
-      throw new ServiceError('unauthorized', 'Invalid email or password');
-    }
-    const token = newSessionToken();
-    const session = newSessionRecord(user._id, 'local', deps.settings.SESSION_TTL_SECONDS * 1000, deps.clock());
-    await deps.sessions.create(hashSessionToken(token), session);
-    void reply.setCookie(SESSION_COOKIE, token, {
-      httpOnly: true,
-      sameSite: 'lax',
-      path: '/',
-      secure: request.protocol === 'https' || deps.settings.SERVICE_COOKIE_SECURE,
-      maxAge: deps.settings.SESSION_TTL_SECONDS,
-    });
-    return { data: { redirectTo: safeRedirect(returnTo), mode: 'local' } };
-  });
+  app.post<{ Body: LoginBody }>(
+    '/api/auth/login',
+    {
+      schema: {
+        summary: 'Sign in',
+        description:
+          'Sets the `service_session` cookie (HttpOnly, SameSite=Lax, 12 h) with a new value at every sign-in. ' +
+          'An unknown email and a wrong password get the same 401; repeated failures per email or client address get 429.',
+        body: loginBody,
+        response: {
+          200: ok({
+            type: 'object',
+            required: ['redirectTo', 'mode'],
+            properties: { redirectTo: { type: 'string' }, mode: { type: 'string', enum: ['local', 'cognito'] } },
+          }),
+          401: errorResponse(401),
+          429: errorResponse(429),
+        },
+      },
+      config: { access: { auth: 'public' } },
+    },
+    async (request, reply) => {
+      const { email, password, returnTo } = request.body;
+      const subject = { type: 'user', id: 'unknown' };
+      try {
+        await deps.loginThrottle.check(email, request.ip);
+      } catch (err) {
+        markDenial(request, { type: 'auth.login.denied', reason: 'login-throttled', subject });
+        throw err;
+      }
+      const user = await deps.identity.authenticate(email, password);
+      if (!user) {
+        await deps.loginThrottle.failed(email, request.ip);
+        markDenial(request, { type: 'auth.login.denied', reason: 'invalid-credentials', subject });
+        throw new ServiceError('unauthorized', 'Invalid email or password');
+      }
+      // A new cookie value at every sign-in (no session fixation); the old session, if any, ends.
+      const previous = request.cookies[SESSION_COOKIE];
+      if (previous) await deps.sessions.delete(hashSessionToken(previous));
+      const token = newSessionToken();
+      const session = newSessionRecord(user._id, deps.identity.mode, deps.settings.SESSION_TTL_SECONDS * 1000, deps.clock());
+      await deps.sessions.create(hashSessionToken(token), session);
+      void reply.setCookie(SESSION_COOKIE, token, { ...cookieOptions(request, deps), maxAge: deps.settings.SESSION_TTL_SECONDS });
+      return { data: { redirectTo: safeRedirect(returnTo), mode: deps.identity.mode } };
+    },
+  );
+
+  app.post(
+    '/api/auth/logout',
+    {
+      schema: {
+        summary: 'Sign out',
+        description: 'Ends the session of the presented cookie (if any) and clears the cookie. Always succeeds.',
+        response: { 200: ok({ type: 'object', required: ['signedOut'], properties: { signedOut: { type: 'boolean' } } }) },
+      },
+      config: { access: { auth: 'public' } },
+    },
+    async (request, reply) => {
+      const cookie = request.cookies[SESSION_COOKIE];
+      if (cookie) await deps.sessions.delete(hashSessionToken(cookie));
+      clearSessionCookie(reply, request, deps);
+      return { data: { signedOut: true } };
+    },
+  );
+
+  app.get(
+    '/api/auth/session',
+    {
+      schema: {
+        summary: 'The signed-in user and session',
+        response: {
+          200: ok({
+            type: 'object',
+            required: ['user', 'session'],
+            properties: {
+              user: userSchema,
+              session: {
+                type: 'object',
+                required: ['id', 'provider', 'createdAt', 'expiresAt'],
+                properties: {
+                  id: { type: 'string' },
+                  provider: { type: 'string' },
+                  createdAt: { type: 'string', format: 'date-time' },
+                  expiresAt: { type: 'string', format: 'date-time' },
+                },
+              },
+            },
+          }),
+        },
+      },
+      config: { access: { auth: 'session' } },
+    },
+    async (request) => {
+      const cookie = request.cookies[SESSION_COOKIE] ?? '';
+      const session = await deps.sessions.get(hashSessionToken(cookie), deps.clock());
+      const user = await deps.users.findById(request.principal.id);
+      if (!session || !user) throw new ServiceError('unauthorized', 'Sign in first: a session is required');
+      return {
+        data: {
+          user: toPublicUser(user),
+          session: { id: session.id, provider: session.provider, createdAt: session.createdAt, expiresAt: session.expiresAt },
+        },
+      };
+    },
+  );
 }

@@ -43,3 +43,10 @@ export function slugify(name: string, n = 1): string {
       .replace(/-+$/g, '') || 'workspace';
   return n > 1 ? `${base}-${n}` : base;
 }
+
+export function validateWorkspaceStatus(status: unknown, field = 'status'): WorkspaceStatus {
+  if (typeof status !== 'string' || !(WORKSPACE_STATUSES as readonly string[]).includes(status)) {
+    throw new ServiceError('invalid-input', `'${field}' must be one of ${WORKSPACE_STATUSES.join(', ')}`, { field });
+  }
+  return status as WorkspaceStatus;
+}

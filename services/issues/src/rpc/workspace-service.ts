@@ -1,11 +1,22 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import { authorize, isRole, requireUser, roleAllows, ROLES, type Role } from '@planning/access';
+import {
+  authorize,
+  authorizeWorkspace,
+  isRole,
+  requireUser,
+  roleAllows,
+  ROLES,
+  type AccessLookup,
+  type Role,
+  type WorkspaceAction,
+} from '@planning/access';
 import { ServiceError } from '@planning/errors';
-import type { Workspace, WorkspaceSchema } from '@planning/proto/planning/issues/v1/workspaces_pb';
+import type { MemberSchema, Workspace, WorkspaceSchema } from '@planning/proto/planning/issues/v1/workspaces_pb';
 import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
 import type { Principal, ServiceImplementation } from '@planning/rpc';
-import { validatePlanId, validateWorkspaceName } from '../domain/workspaces.js';
-import type { WorkspaceRecord, WorkspaceRepository } from '../store/workspaces.js';
+import { memberChangeAction, validateRole, validateUserId } from '../domain/members.js';
+import { validatePlanId, validateWorkspaceName, validateWorkspaceStatus } from '../domain/workspaces.js';
+import type { MemberRecord, WorkspacePatch, WorkspaceRecord, WorkspaceRepository } from '../store/workspaces.js';
 import { decodeCursor, encodeCursor, pageLimit } from './cursor.js';
 
 export { WorkspaceService };
@@ -21,6 +32,32 @@ export function toWorkspaceMessage(record: WorkspaceRecord): MessageInitShape<ty
     planId: record.planId,
     createdAt: record.createdAt,
     updatedAt: record.updatedAt,
+    version: record.version,
+  };
+}
+
+export function toMemberMessage(record: MemberRecord): MessageInitShape<typeof MemberSchema> {
+  return {
+    workspaceId: record.workspaceId,
+    userId: record.userId,
+    role: record.role,
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+  };
+}
+
+/**
+ * Access in the issues service itself, from its own data: what `GetAccess` answers other
+ * services. Handlers use it with `authorizeWorkspace(access, ctx, workspaceId, requirement)`.
+ */
+export function createLocalAccess(workspaces: WorkspaceRepository): AccessLookup {
+  return async (principal, workspaceId) => {
+    if (principal.type === 'anonymous') throw new ServiceError('unauthorized', 'Authentication required');
+    const workspace = workspaceId ? await workspaces.findById(workspaceId) : null;
+    const hidden = principal.type === 'api-key' && principal.workspaceId !== workspaceId;
+    if (!workspace || hidden) return { exists: false, role: undefined, planId: 'free', status: '' };
+    const role = principal.type === 'user' ? await workspaces.roleOf(workspaceId, principal.id) : undefined;
+    return { exists: true, role, planId: workspace.planId, status: workspace.status };
   };
 }
 
@@ -39,6 +76,11 @@ export interface WorkspaceServiceDeps {
 
 export function createWorkspaceService(deps: WorkspaceServiceDeps): ServiceImplementation<typeof WorkspaceService> {
   const { workspaces } = deps;
+  const access = createLocalAccess(workspaces);
+  const requireId = (value: string, field: string): string => {
+    if (!value) throw new ServiceError('invalid-input', `'${field}' is required`, { field });
+    return value;
+  };
 
   /** The workspace if the principal may read it; 404 when it does not exist. */
   const readable = async (principal: Principal, id: string): Promise<WorkspaceRecord> => {
@@ -106,6 +148,75 @@ export function createWorkspaceService(deps: WorkspaceServiceDeps): ServiceImple
           .filter((m) => roleAllows(m.role, action))
           .map((m) => ({ workspaceId: m.workspaceId, role: m.role })),
         allWorkspaces: false,
+      };
+    },
+
+    async updateWorkspace(request, ctx) {
+      const id = requireId(request.id, 'id');
+      const patch: WorkspacePatch = {};
+      let action: WorkspaceAction = 'manage';
+      if (request.name !== undefined) patch.name = validateWorkspaceName(request.name);
+      if (request.status !== undefined) patch.status = validateWorkspaceStatus(request.status);
+      if (request.planId !== undefined) {
+        patch.planId = validatePlanId(request.planId);
+        action = 'own';
+      }
+      if (request.ownerId !== undefined) {
+        patch.ownerId = validateUserId(request.ownerId, 'ownerId');
+        action = 'own';
+      }
+      // Workspace changes are for signed-in users (API document §5.4): no scope admits a token.
+      await authorizeWorkspace(access, ctx, id, { action });
+      const result = await workspaces.update(id, patch, actorOf(ctx.principal), deps.clock());
+      return { workspace: toWorkspaceMessage(result.workspace), changedFields: result.changedFields };
+    },
+
+    async listMembers(request, ctx) {
+      const workspaceId = requireId(request.workspaceId, 'workspaceId');
+      await authorizeWorkspace(access, ctx, workspaceId, { action: 'read' });
+      const limit = pageLimit(request.limit);
+      const after = decodeCursor(request.cursor);
+      const rows = await workspaces.listMembers(workspaceId, { limit: limit + 1, after });
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return {
+        members: page.map(toMemberMessage),
+        ...(rows.length > limit && last ? { nextCursor: encodeCursor(last.userId) } : {}),
+      };
+    },
+
+    async addMember(request, ctx) {
+      const workspaceId = requireId(request.workspaceId, 'workspaceId');
+      const userId = validateUserId(request.userId);
+      const role = validateRole(request.role);
+      const current = await workspaces.getMember(workspaceId, userId);
+      const action = memberChangeAction({ kind: 'set-role', currentRole: current?.role, newRole: role });
+      await authorizeWorkspace(access, ctx, workspaceId, { action });
+      const result = await workspaces.addMember(workspaceId, userId, role, actorOf(ctx.principal), deps.clock());
+      return { member: toMemberMessage(result.member), created: result.created, changed: result.changed };
+    },
+
+    async removeMember(request, ctx) {
+      const workspaceId = requireId(request.workspaceId, 'workspaceId');
+      const userId = validateUserId(request.userId);
+      const current = await workspaces.getMember(workspaceId, userId);
+      const self = ctx.principal.type === 'user' && ctx.principal.id === userId;
+      // Authorize before telling whether the user is a member.
+      const action = current ? memberChangeAction({ kind: 'remove', currentRole: current.role, self }) : 'manage';
+      await authorizeWorkspace(access, ctx, workspaceId, { action });
+      if (!current) throw new ServiceError('not-found', 'Member not found');
+      const removed = await workspaces.removeMember(workspaceId, userId, actorOf(ctx.principal), deps.clock());
+      return { member: toMemberMessage(removed) };
+    },
+
+    async getAccess(request, ctx) {
+      const workspaceId = requireId(request.workspaceId, 'workspaceId');
+      const answer = await access(ctx.principal, workspaceId);
+      return {
+        exists: answer.exists,
+        ...(answer.role ? { role: answer.role } : {}),
+        planId: answer.planId,
+        status: answer.status,
       };
     },
   };

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file planning/issues/v1/workspaces.proto.
  */
 export const file_planning_issues_v1_workspaces: GenFile = /*@__PURE__*/
-  fileDesc("CiNwbGFubmluZy9pc3N1ZXMvdjEvd29ya3NwYWNlcy5wcm90bxIScGxhbm5pbmcuaXNzdWVzLnYxIqcBCglXb3Jrc3BhY2USCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRzbHVnGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIQCghvd25lcl9pZBgFIAEoCRIXCg9kZWZhdWx0X3NhbmRib3gYBiABKAkSDwoHcGxhbl9pZBgHIAEoCRISCgpjcmVhdGVkX2F0GAggASgJEhIKCnVwZGF0ZWRfYXQYCSABKAkibAoWQ3JlYXRlV29ya3NwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhUKCG93bmVyX2lkGAIgASgJSACIAQESFAoHcGxhbl9pZBgDIAEoCUgBiAEBQgsKCV9vd25lcl9pZEIKCghfcGxhbl9pZCJLChdDcmVhdGVXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlImsKFUxpc3RXb3Jrc3BhY2VzUmVxdWVzdBIOCgFxGAEgASgJSACIAQESEgoFbGltaXQYAiABKAVIAYgBARITCgZjdXJzb3IYAyABKAlIAogBAUIECgJfcUIICgZfbGltaXRCCQoHX2N1cnNvciJ1ChZMaXN0V29ya3NwYWNlc1Jlc3BvbnNlEjEKCndvcmtzcGFjZXMYASADKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlEhgKC25leHRfY3Vyc29yGAIgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIiEKE0dldFdvcmtzcGFjZVJlcXVlc3QSCgoCaWQYASABKAkiSAoUR2V0V29ya3NwYWNlUmVzcG9uc2USMAoJd29ya3NwYWNlGAEgASgLMh0ucGxhbm5pbmcuaXNzdWVzLnYxLldvcmtzcGFjZSI8ChZMaXN0TWVtYmVyc2hpcHNSZXF1ZXN0EhUKCG1pbl9yb2xlGAEgASgJSACIAQFCCwoJX21pbl9yb2xlIjAKCk1lbWJlcnNoaXASFAoMd29ya3NwYWNlX2lkGAEgASgJEgwKBHJvbGUYAiABKAkiZgoXTGlzdE1lbWJlcnNoaXBzUmVzcG9uc2USMwoLbWVtYmVyc2hpcHMYASADKAsyHi5wbGFubmluZy5pc3N1ZXMudjEuTWVtYmVyc2hpcBIWCg5hbGxfd29ya3NwYWNlcxgCIAEoCDK2AwoQV29ya3NwYWNlU2VydmljZRJqCg9DcmVhdGVXb3Jrc3BhY2USKi5wbGFubmluZy5pc3N1ZXMudjEuQ3JlYXRlV29ya3NwYWNlUmVxdWVzdBorLnBsYW5uaW5nLmlzc3Vlcy52MS5DcmVhdGVXb3Jrc3BhY2VSZXNwb25zZRJnCg5MaXN0V29ya3NwYWNlcxIpLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0V29ya3NwYWNlc1JlcXVlc3QaKi5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFdvcmtzcGFjZXNSZXNwb25zZRJhCgxHZXRXb3Jrc3BhY2USJy5wbGFubmluZy5pc3N1ZXMudjEuR2V0V29ya3NwYWNlUmVxdWVzdBooLnBsYW5uaW5nLmlzc3Vlcy52MS5HZXRXb3Jrc3BhY2VSZXNwb25zZRJqCg9MaXN0TWVtYmVyc2hpcHMSKi5wbGFubmluZy5pc3N1ZXMudjEuTGlzdE1lbWJlcnNoaXBzUmVxdWVzdBorLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0TWVtYmVyc2hpcHNSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("CiNwbGFubmluZy9pc3N1ZXMvdjEvd29ya3NwYWNlcy5wcm90bxIScGxhbm5pbmcuaXNzdWVzLnYxIrgBCglXb3Jrc3BhY2USCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRzbHVnGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIQCghvd25lcl9pZBgFIAEoCRIXCg9kZWZhdWx0X3NhbmRib3gYBiABKAkSDwoHcGxhbl9pZBgHIAEoCRISCgpjcmVhdGVkX2F0GAggASgJEhIKCnVwZGF0ZWRfYXQYCSABKAkSDwoHdmVyc2lvbhgKIAEoBSJsChZDcmVhdGVXb3Jrc3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSFQoIb3duZXJfaWQYAiABKAlIAIgBARIUCgdwbGFuX2lkGAMgASgJSAGIAQFCCwoJX293bmVyX2lkQgoKCF9wbGFuX2lkIksKF0NyZWF0ZVdvcmtzcGFjZVJlc3BvbnNlEjAKCXdvcmtzcGFjZRgBIAEoCzIdLnBsYW5uaW5nLmlzc3Vlcy52MS5Xb3Jrc3BhY2UiawoVTGlzdFdvcmtzcGFjZXNSZXF1ZXN0Eg4KAXEYASABKAlIAIgBARISCgVsaW1pdBgCIAEoBUgBiAEBEhMKBmN1cnNvchgDIAEoCUgCiAEBQgQKAl9xQggKBl9saW1pdEIJCgdfY3Vyc29yInUKFkxpc3RXb3Jrc3BhY2VzUmVzcG9uc2USMQoKd29ya3NwYWNlcxgBIAMoCzIdLnBsYW5uaW5nLmlzc3Vlcy52MS5Xb3Jrc3BhY2USGAoLbmV4dF9jdXJzb3IYAiABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiIQoTR2V0V29ya3NwYWNlUmVxdWVzdBIKCgJpZBgBIAEoCSJIChRHZXRXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlIjwKFkxpc3RNZW1iZXJzaGlwc1JlcXVlc3QSFQoIbWluX3JvbGUYASABKAlIAIgBAUILCglfbWluX3JvbGUiMAoKTWVtYmVyc2hpcBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDAoEcm9sZRgCIAEoCSJmChdMaXN0TWVtYmVyc2hpcHNSZXNwb25zZRIzCgttZW1iZXJzaGlwcxgBIAMoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5NZW1iZXJzaGlwEhYKDmFsbF93b3Jrc3BhY2VzGAIgASgIIqYBChZVcGRhdGVXb3Jrc3BhY2VSZXF1ZXN0EgoKAmlkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARITCgZzdGF0dXMYAyABKAlIAYgBARIUCgdwbGFuX2lkGAQgASgJSAKIAQESFQoIb3duZXJfaWQYBSABKAlIA4gBAUIHCgVfbmFtZUIJCgdfc3RhdHVzQgoKCF9wbGFuX2lkQgsKCV9vd25lcl9pZCJjChdVcGRhdGVXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlEhYKDmNoYW5nZWRfZmllbGRzGAIgAygJImUKBk1lbWJlchIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIMCgRyb2xlGAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAkSEgoKdXBkYXRlZF9hdBgFIAEoCSJoChJMaXN0TWVtYmVyc1JlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEwoGY3Vyc29yGAMgASgJSAGIAQFCCAoGX2xpbWl0QgkKB19jdXJzb3IibAoTTGlzdE1lbWJlcnNSZXNwb25zZRIrCgdtZW1iZXJzGAEgAygLMhoucGxhbm5pbmcuaXNzdWVzLnYxLk1lbWJlchIYCgtuZXh0X2N1cnNvchgCIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJHChBBZGRNZW1iZXJSZXF1ZXN0EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEgwKBHJvbGUYAyABKAkiYQoRQWRkTWVtYmVyUmVzcG9uc2USKgoGbWVtYmVyGAEgASgLMhoucGxhbm5pbmcuaXNzdWVzLnYxLk1lbWJlchIPCgdjcmVhdGVkGAIgASgIEg8KB2NoYW5nZWQYAyABKAgiPAoTUmVtb3ZlTWVtYmVyUmVxdWVzdBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCSJCChRSZW1vdmVNZW1iZXJSZXNwb25zZRIqCgZtZW1iZXIYASABKAsyGi5wbGFubmluZy5pc3N1ZXMudjEuTWVtYmVyIigKEEdldEFjY2Vzc1JlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJImAKEUdldEFjY2Vzc1Jlc3BvbnNlEg4KBmV4aXN0cxgBIAEoCBIRCgRyb2xlGAIgASgJSACIAQESDwoHcGxhbl9pZBgDIAEoCRIOCgZzdGF0dXMYBCABKAlCBwoFX3JvbGUymQcKEFdvcmtzcGFjZVNlcnZpY2USagoPQ3JlYXRlV29ya3NwYWNlEioucGxhbm5pbmcuaXNzdWVzLnYxLkNyZWF0ZVdvcmtzcGFjZVJlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuQ3JlYXRlV29ya3NwYWNlUmVzcG9uc2USZwoOTGlzdFdvcmtzcGFjZXMSKS5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFdvcmtzcGFjZXNSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RXb3Jrc3BhY2VzUmVzcG9uc2USYQoMR2V0V29ya3NwYWNlEicucGxhbm5pbmcuaXNzdWVzLnYxLkdldFdvcmtzcGFjZVJlcXVlc3QaKC5wbGFubmluZy5pc3N1ZXMudjEuR2V0V29ya3NwYWNlUmVzcG9uc2USagoPTGlzdE1lbWJlcnNoaXBzEioucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RNZW1iZXJzaGlwc1JlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuTGlzdE1lbWJlcnNoaXBzUmVzcG9uc2USagoPVXBkYXRlV29ya3NwYWNlEioucGxhbm5pbmcuaXNzdWVzLnYxLlVwZGF0ZVdvcmtzcGFjZVJlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuVXBkYXRlV29ya3NwYWNlUmVzcG9uc2USXgoLTGlzdE1lbWJlcnMSJi5wbGFubmluZy5pc3N1ZXMudjEuTGlzdE1lbWJlcnNSZXF1ZXN0GicucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RNZW1iZXJzUmVzcG9uc2USWAoJQWRkTWVtYmVyEiQucGxhbm5pbmcuaXNzdWVzLnYxLkFkZE1lbWJlclJlcXVlc3QaJS5wbGFubmluZy5pc3N1ZXMudjEuQWRkTWVtYmVyUmVzcG9uc2USYQoMUmVtb3ZlTWVtYmVyEicucGxhbm5pbmcuaXNzdWVzLnYxLlJlbW92ZU1lbWJlclJlcXVlc3QaKC5wbGFubmluZy5pc3N1ZXMudjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2USWAoJR2V0QWNjZXNzEiQucGxhbm5pbmcuaXNzdWVzLnYxLkdldEFjY2Vzc1JlcXVlc3QaJS5wbGFubmluZy5pc3N1ZXMudjEuR2V0QWNjZXNzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message planning.issues.v1.Workspace
@@ -68,6 +68,13 @@ export type Workspace = Message<"planning.issues.v1.Workspace"> & {
    * @generated from field: string updated_at = 9;
    */
   updatedAt: string;
+
+  /**
+   * Incremented on every change.
+   *
+   * @generated from field: int32 version = 10;
+   */
+  version: number;
 };
 
 /**
@@ -278,6 +285,309 @@ export const ListMembershipsResponseSchema: GenMessage<ListMembershipsResponse> 
   messageDesc(file_planning_issues_v1_workspaces, 9);
 
 /**
+ * @generated from message planning.issues.v1.UpdateWorkspaceRequest
+ */
+export type UpdateWorkspaceRequest = Message<"planning.issues.v1.UpdateWorkspaceRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: optional string name = 2;
+   */
+  name?: string | undefined;
+
+  /**
+   * active, suspended or archived.
+   *
+   * @generated from field: optional string status = 3;
+   */
+  status?: string | undefined;
+
+  /**
+   * @generated from field: optional string plan_id = 4;
+   */
+  planId?: string | undefined;
+
+  /**
+   * Transfers ownership to this user (who becomes an owner member; the previous owner stays an admin).
+   *
+   * @generated from field: optional string owner_id = 5;
+   */
+  ownerId?: string | undefined;
+};
+
+/**
+ * Describes the message planning.issues.v1.UpdateWorkspaceRequest.
+ * Use `create(UpdateWorkspaceRequestSchema)` to create a new message.
+ */
+export const UpdateWorkspaceRequestSchema: GenMessage<UpdateWorkspaceRequest> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 10);
+
+/**
+ * @generated from message planning.issues.v1.UpdateWorkspaceResponse
+ */
+export type UpdateWorkspaceResponse = Message<"planning.issues.v1.UpdateWorkspaceResponse"> & {
+  /**
+   * @generated from field: planning.issues.v1.Workspace workspace = 1;
+   */
+  workspace?: Workspace | undefined;
+
+  /**
+   * Names of the fields that changed (empty for a retry of the same change).
+   *
+   * @generated from field: repeated string changed_fields = 2;
+   */
+  changedFields: string[];
+};
+
+/**
+ * Describes the message planning.issues.v1.UpdateWorkspaceResponse.
+ * Use `create(UpdateWorkspaceResponseSchema)` to create a new message.
+ */
+export const UpdateWorkspaceResponseSchema: GenMessage<UpdateWorkspaceResponse> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 11);
+
+/**
+ * @generated from message planning.issues.v1.Member
+ */
+export type Member = Message<"planning.issues.v1.Member"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * owner, admin, member or viewer.
+   *
+   * @generated from field: string role = 3;
+   */
+  role: string;
+
+  /**
+   * @generated from field: string created_at = 4;
+   */
+  createdAt: string;
+
+  /**
+   * @generated from field: string updated_at = 5;
+   */
+  updatedAt: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.Member.
+ * Use `create(MemberSchema)` to create a new message.
+ */
+export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 12);
+
+/**
+ * @generated from message planning.issues.v1.ListMembersRequest
+ */
+export type ListMembersRequest = Message<"planning.issues.v1.ListMembersRequest"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: optional string cursor = 3;
+   */
+  cursor?: string | undefined;
+};
+
+/**
+ * Describes the message planning.issues.v1.ListMembersRequest.
+ * Use `create(ListMembersRequestSchema)` to create a new message.
+ */
+export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 13);
+
+/**
+ * @generated from message planning.issues.v1.ListMembersResponse
+ */
+export type ListMembersResponse = Message<"planning.issues.v1.ListMembersResponse"> & {
+  /**
+   * @generated from field: repeated planning.issues.v1.Member members = 1;
+   */
+  members: Member[];
+
+  /**
+   * @generated from field: optional string next_cursor = 2;
+   */
+  nextCursor?: string | undefined;
+};
+
+/**
+ * Describes the message planning.issues.v1.ListMembersResponse.
+ * Use `create(ListMembersResponseSchema)` to create a new message.
+ */
+export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 14);
+
+/**
+ * @generated from message planning.issues.v1.AddMemberRequest
+ */
+export type AddMemberRequest = Message<"planning.issues.v1.AddMemberRequest"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string role = 3;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.AddMemberRequest.
+ * Use `create(AddMemberRequestSchema)` to create a new message.
+ */
+export const AddMemberRequestSchema: GenMessage<AddMemberRequest> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 15);
+
+/**
+ * @generated from message planning.issues.v1.AddMemberResponse
+ */
+export type AddMemberResponse = Message<"planning.issues.v1.AddMemberResponse"> & {
+  /**
+   * @generated from field: planning.issues.v1.Member member = 1;
+   */
+  member?: Member | undefined;
+
+  /**
+   * False when the user was a member already (its role may have changed).
+   *
+   * @generated from field: bool created = 2;
+   */
+  created: boolean;
+
+  /**
+   * Whether the role changed (always true when created).
+   *
+   * @generated from field: bool changed = 3;
+   */
+  changed: boolean;
+};
+
+/**
+ * Describes the message planning.issues.v1.AddMemberResponse.
+ * Use `create(AddMemberResponseSchema)` to create a new message.
+ */
+export const AddMemberResponseSchema: GenMessage<AddMemberResponse> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 16);
+
+/**
+ * @generated from message planning.issues.v1.RemoveMemberRequest
+ */
+export type RemoveMemberRequest = Message<"planning.issues.v1.RemoveMemberRequest"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.RemoveMemberRequest.
+ * Use `create(RemoveMemberRequestSchema)` to create a new message.
+ */
+export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 17);
+
+/**
+ * @generated from message planning.issues.v1.RemoveMemberResponse
+ */
+export type RemoveMemberResponse = Message<"planning.issues.v1.RemoveMemberResponse"> & {
+  /**
+   * @generated from field: planning.issues.v1.Member member = 1;
+   */
+  member?: Member | undefined;
+};
+
+/**
+ * Describes the message planning.issues.v1.RemoveMemberResponse.
+ * Use `create(RemoveMemberResponseSchema)` to create a new message.
+ */
+export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 18);
+
+/**
+ * @generated from message planning.issues.v1.GetAccessRequest
+ */
+export type GetAccessRequest = Message<"planning.issues.v1.GetAccessRequest"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.GetAccessRequest.
+ * Use `create(GetAccessRequestSchema)` to create a new message.
+ */
+export const GetAccessRequestSchema: GenMessage<GetAccessRequest> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 19);
+
+/**
+ * @generated from message planning.issues.v1.GetAccessResponse
+ */
+export type GetAccessResponse = Message<"planning.issues.v1.GetAccessResponse"> & {
+  /**
+   * False when the workspace does not exist, or the caller is a token of another workspace.
+   *
+   * @generated from field: bool exists = 1;
+   */
+  exists: boolean;
+
+  /**
+   * The calling user's role; absent for non-members, tokens and services.
+   *
+   * @generated from field: optional string role = 2;
+   */
+  role?: string | undefined;
+
+  /**
+   * @generated from field: string plan_id = 3;
+   */
+  planId: string;
+
+  /**
+   * @generated from field: string status = 4;
+   */
+  status: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.GetAccessResponse.
+ * Use `create(GetAccessResponseSchema)` to create a new message.
+ */
+export const GetAccessResponseSchema: GenMessage<GetAccessResponse> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 20);
+
+/**
  * Workspaces: the tenancy boundary of the planning service. Timestamps are RFC 3339 strings in UTC
  * so the REST surface can pass them through unchanged.
  *
@@ -318,6 +628,57 @@ export const WorkspaceService: GenService<{
     methodKind: "unary";
     input: typeof ListMembershipsRequestSchema;
     output: typeof ListMembershipsResponseSchema;
+  },
+  /**
+   * Name, status, plan and ownership. Retry-safe: a request that changes nothing leaves `version`
+   * as it is. Name and status need the admin role, plan and ownership the owner (or a system admin).
+   *
+   * @generated from rpc planning.issues.v1.WorkspaceService.UpdateWorkspace
+   */
+  updateWorkspace: {
+    methodKind: "unary";
+    input: typeof UpdateWorkspaceRequestSchema;
+    output: typeof UpdateWorkspaceResponseSchema;
+  },
+  /**
+   * @generated from rpc planning.issues.v1.WorkspaceService.ListMembers
+   */
+  listMembers: {
+    methodKind: "unary";
+    input: typeof ListMembersRequestSchema;
+    output: typeof ListMembersResponseSchema;
+  },
+  /**
+   * Adds a member or changes an existing member's role. The last owner is never demoted.
+   *
+   * @generated from rpc planning.issues.v1.WorkspaceService.AddMember
+   */
+  addMember: {
+    methodKind: "unary";
+    input: typeof AddMemberRequestSchema;
+    output: typeof AddMemberResponseSchema;
+  },
+  /**
+   * The last owner cannot be removed.
+   *
+   * @generated from rpc planning.issues.v1.WorkspaceService.RemoveMember
+   */
+  removeMember: {
+    methodKind: "unary";
+    input: typeof RemoveMemberRequestSchema;
+    output: typeof RemoveMemberResponseSchema;
+  },
+  /**
+   * What the calling principal may do in a workspace: whether it exists (for the principal: a
+   * token of another workspace is told it does not), the principal's role, the plan and status.
+   * Other services authorize with it (see @planning/access) instead of reading issues' data.
+   *
+   * @generated from rpc planning.issues.v1.WorkspaceService.GetAccess
+   */
+  getAccess: {
+    methodKind: "unary";
+    input: typeof GetAccessRequestSchema;
+    output: typeof GetAccessResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_planning_issues_v1_workspaces, 0);

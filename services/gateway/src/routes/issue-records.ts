@@ -1,0 +1,237 @@
+import { ServiceError } from '@planning/errors';
+import type { FastifyInstance } from 'fastify';
+import type { GatewayDeps } from '../deps.js';
+import { ok, page } from '../openapi.js';
+import {
+  activityJson,
+  activitySchema,
+  approvalJson,
+  approvalSchema,
+  commentJson,
+  commentSchema,
+  evidenceJson,
+  evidenceSchema,
+  timeEntryJson,
+  timeEntrySchema,
+} from './planning-json.js';
+import { cursorSchema, idParams, idSchema, limitSchema } from './planning-input.js';
+
+const pageQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { limit: limitSchema, cursor: cursorSchema },
+} as const;
+
+type PageQuery = { limit?: number; cursor?: string };
+
+const READ = { access: { auth: 'session-or-token', scope: 'issues:read' } } as const;
+const WRITE = { access: { auth: 'session-or-token', scope: 'issues:write' } } as const;
+
+/**
+ * What accumulates on an issue: comments, time entries, evidence, approval requests (and their
+ * decisions) and the activity trail. Lists are oldest first.
+ */
+export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
+  const records = deps.rpc.taskRecords;
+
+  app.post<{ Params: { id: string }; Body: { body: string } }>(
+    '/api/issues/:id/comments',
+    {
+      schema: {
+        summary: 'Comment on an issue',
+        params: idParams,
+        body: { type: 'object', required: ['body'], additionalProperties: false, properties: { body: { type: 'string', minLength: 1, maxLength: 10000 } } },
+        response: { 201: ok(commentSchema) },
+      },
+      config: WRITE,
+    },
+    async (request, reply) => {
+      const { comment } = await records.addComment({ issueId: request.params.id, body: request.body.body }, { principal: request.principal });
+      if (!comment) throw new ServiceError('internal', 'Internal error');
+      void reply.status(201);
+      return { data: commentJson(comment) };
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: PageQuery }>(
+    '/api/issues/:id/comments',
+    { schema: { summary: "An issue's comments", params: idParams, querystring: pageQuery, response: { 200: page(commentSchema) } }, config: READ },
+    async (request) => {
+      const result = await records.listComments({ issueId: request.params.id, ...request.query }, { principal: request.principal });
+      return { data: result.comments.map(commentJson), page: { nextCursor: result.nextCursor ?? null } };
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: { minutes: number; note?: string; loggedAt?: string } }>(
+    '/api/issues/:id/time-entries',
+    {
+      schema: {
+        summary: 'Log time on an issue',
+        params: idParams,
+        body: {
+          type: 'object',
+          required: ['minutes'],
+          additionalProperties: false,
+          properties: {
+            minutes: { type: 'integer', minimum: 1, maximum: 1440 },
+            note: { type: 'string', maxLength: 1000 },
+            loggedAt: { type: 'string', format: 'date-time', description: 'When the work was done (default: now).' },
+          },
+        },
+        response: {
+          201: {
+            type: 'object',
+            required: ['data'],
+            properties: { data: { type: 'object', required: ['timeEntry', 'totalMinutes'], properties: { timeEntry: timeEntrySchema, totalMinutes: { type: 'integer' } } } },
+          },
+        },
+      },
+      config: WRITE,
+    },
+    async (request, reply) => {
+      const result = await records.logTime({ issueId: request.params.id, ...request.body }, { principal: request.principal });
+      if (!result.timeEntry) throw new ServiceError('internal', 'Internal error');
+      void reply.status(201);
+      return { data: { timeEntry: timeEntryJson(result.timeEntry), totalMinutes: result.totalMinutes } };
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: PageQuery }>(
+    '/api/issues/:id/time-entries',
+    {
+      schema: {
+        summary: "An issue's time entries",
+        params: idParams,
+        querystring: pageQuery,
+        response: {
+          200: {
+            type: 'object',
+            required: ['data', 'page', 'meta'],
+            properties: {
+              data: { type: 'array', items: timeEntrySchema },
+              page: { type: 'object', required: ['nextCursor'], properties: { nextCursor: { type: ['string', 'null'] } } },
+              meta: { type: 'object', required: ['totalMinutes'], properties: { totalMinutes: { type: 'integer' } } },
+            },
+          },
+        },
+      },
+      config: READ,
+    },
+    async (request) => {
+      const result = await records.listTimeEntries({ issueId: request.params.id, ...request.query }, { principal: request.principal });
+      return { data: result.timeEntries.map(timeEntryJson), page: { nextCursor: result.nextCursor ?? null }, meta: { totalMinutes: result.totalMinutes } };
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: { kind: string; title: string; url?: string; body?: string; checkId?: string } }>(
+    '/api/issues/:id/evidence',
+    {
+      schema: {
+        summary: 'Attach evidence (proof) to an issue',
+        description: 'Evidence naming an acceptance check (`checkId`) marks that check done.',
+        params: idParams,
+        body: {
+          type: 'object',
+          required: ['kind', 'title'],
+          additionalProperties: false,
+          properties: {
+            kind: { type: 'string', enum: ['link', 'log', 'test-result', 'artifact', 'note'] },
+            title: { type: 'string', minLength: 1, maxLength: 300 },
+            url: { type: 'string', maxLength: 2000 },
+            body: { type: 'string', maxLength: 20000 },
+            checkId: idSchema,
+          },
+        },
+        response: { 201: ok(evidenceSchema) },
+      },
+      config: WRITE,
+    },
+    async (request, reply) => {
+      const { evidence } = await records.addEvidence({ issueId: request.params.id, ...request.body }, { principal: request.principal });
+      if (!evidence) throw new ServiceError('internal', 'Internal error');
+      void reply.status(201);
+      return { data: evidenceJson(evidence) };
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: PageQuery }>(
+    '/api/issues/:id/evidence',
+    { schema: { summary: "An issue's evidence", params: idParams, querystring: pageQuery, response: { 200: page(evidenceSchema) } }, config: READ },
+    async (request) => {
+      const result = await records.listEvidence({ issueId: request.params.id, ...request.query }, { principal: request.principal });
+      return { data: result.evidence.map(evidenceJson), page: { nextCursor: result.nextCursor ?? null } };
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: { reason: string } }>(
+    '/api/issues/:id/approvals',
+    {
+      schema: {
+        summary: 'Request an approval on an issue',
+        params: idParams,
+        body: { type: 'object', required: ['reason'], additionalProperties: false, properties: { reason: { type: 'string', minLength: 1, maxLength: 2000 } } },
+        response: { 201: ok(approvalSchema) },
+      },
+      config: WRITE,
+    },
+    async (request, reply) => {
+      const { approval } = await records.requestApproval({ issueId: request.params.id, reason: request.body.reason }, { principal: request.principal });
+      if (!approval) throw new ServiceError('internal', 'Internal error');
+      void reply.status(201);
+      return { data: approvalJson(approval) };
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: PageQuery & { status?: string } }>(
+    '/api/issues/:id/approvals',
+    {
+      schema: {
+        summary: "An issue's approval requests",
+        params: idParams,
+        querystring: { ...pageQuery, properties: { ...pageQuery.properties, status: { type: 'string', enum: ['pending', 'approved', 'rejected'] } } },
+        response: { 200: page(approvalSchema) },
+      },
+      config: READ,
+    },
+    async (request) => {
+      const result = await records.listApprovals({ issueId: request.params.id, ...request.query }, { principal: request.principal });
+      return { data: result.approvals.map(approvalJson), page: { nextCursor: result.nextCursor ?? null } };
+    },
+  );
+
+  app.post<{ Params: { id: string; approvalId: string }; Body: { decision: string; note?: string } }>(
+    '/api/issues/:id/approvals/:approvalId/decision',
+    {
+      schema: {
+        summary: 'Approve or reject a pending approval request',
+        description: 'For signed-in members (and up) of the workspace; a request is decided once (409 `invalid-transition` after that).',
+        params: { type: 'object', required: ['id', 'approvalId'], properties: { id: idSchema, approvalId: idSchema } },
+        body: {
+          type: 'object',
+          required: ['decision'],
+          additionalProperties: false,
+          properties: { decision: { type: 'string', enum: ['approved', 'rejected'] }, note: { type: 'string', maxLength: 1000 } },
+        },
+        response: { 200: ok(approvalSchema) },
+      },
+      config: { access: { auth: 'session' } },
+    },
+    async (request) => {
+      const { approval } = await records.decideApproval(
+        { issueId: request.params.id, approvalId: request.params.approvalId, ...request.body },
+        { principal: request.principal },
+      );
+      if (!approval) throw new ServiceError('internal', 'Internal error');
+      return { data: approvalJson(approval) };
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: PageQuery }>(
+    '/api/issues/:id/activity',
+    { schema: { summary: "An issue's activity trail", params: idParams, querystring: pageQuery, response: { 200: page(activitySchema) } }, config: READ },
+    async (request) => {
+      const result = await records.listActivity({ issueId: request.params.id, ...request.query }, { principal: request.principal });
+      return { data: result.activity.map(activityJson), page: { nextCursor: result.nextCursor ?? null } };
+    },
+  );
+}

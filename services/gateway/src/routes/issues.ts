@@ -1,0 +1,405 @@
+import { ServiceError } from '@planning/errors';
+import type { FastifyInstance } from 'fastify';
+import type { GatewayDeps } from '../deps.js';
+import { ok, page } from '../openapi.js';
+import { activitySchema, dependencyGraphSchema, issueDetailJson, issueDetailSchema, issueJson, issueSchema, activityJson } from './planning-json.js';
+import {
+  agentIdSchema,
+  checksSchema,
+  commaList,
+  cursorSchema,
+  dateSchema,
+  idParams,
+  idSchema,
+  instructionsSchema,
+  issuePatchProperties,
+  labelsSchema,
+  limitSchema,
+  PRIORITY_ENUM,
+  qSchema,
+  STATUS_ENUM,
+  taskPatch,
+  type RestInstructions,
+  type RestIssuePatch,
+} from './planning-input.js';
+
+/** `status=a,b` and `status=a&status=b` both mean "any of". */
+const commaListOf = (what: string) =>
+  ({ type: 'array', maxItems: 50, items: { type: 'string', maxLength: 2000 }, description: `Comma-separated ${what} (any of); the parameter may repeat.` }) as const;
+
+const searchQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    workspaceId: idSchema,
+    projectId: idSchema,
+    milestoneId: idSchema,
+    initiativeId: idSchema,
+    parentId: idSchema,
+    status: commaListOf('statuses'),
+    priority: commaListOf('priorities'),
+    label: commaListOf('labels'),
+    assignedAgentId: agentIdSchema,
+    dependencyState: { type: 'string', enum: ['blocked', 'unblocked'] },
+    q: { ...qSchema, description: 'Literal text, case-insensitive, in title and description.' },
+    sort: { type: 'string', enum: ['priority', 'updatedAt', 'createdAt', 'dueDate', 'title'] },
+    direction: { type: 'string', enum: ['asc', 'desc'] },
+    includeDependencyGraph: { type: 'boolean' },
+    limit: limitSchema,
+    cursor: cursorSchema,
+  },
+} as const;
+
+interface SearchQuery {
+  workspaceId?: string;
+  projectId?: string;
+  milestoneId?: string;
+  initiativeId?: string;
+  parentId?: string;
+  status?: string[];
+  priority?: string[];
+  label?: string[];
+  assignedAgentId?: string;
+  dependencyState?: string;
+  q?: string;
+  sort?: string;
+  direction?: string;
+  includeDependencyGraph?: boolean;
+  limit?: number;
+  cursor?: string;
+}
+
+const createBody = {
+  type: 'object',
+  required: ['projectId', 'title'],
+  additionalProperties: false,
+  properties: {
+    workspaceId: idSchema,
+    projectId: idSchema,
+    title: { type: 'string', minLength: 1, maxLength: 300 },
+    description: { type: 'string', maxLength: 20000 },
+    status: { type: 'string', enum: STATUS_ENUM },
+    priority: { type: 'string', enum: PRIORITY_ENUM },
+    labels: labelsSchema,
+    milestoneId: idSchema,
+    initiativeId: idSchema,
+    parentId: idSchema,
+    dueDate: dateSchema,
+    estimate: { type: 'number', minimum: 0, maximum: 10000 },
+    dependencies: { type: 'array', maxItems: 50, items: idSchema },
+    acceptanceChecks: checksSchema,
+    agent: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { assignedAgentId: agentIdSchema, instructions: instructionsSchema },
+    },
+  },
+} as const;
+
+interface CreateBody extends Omit<RestIssuePatch, 'labels' | 'agent'> {
+  workspaceId?: string;
+  projectId: string;
+  title: string;
+  labels?: string[];
+  agent?: { assignedAgentId?: string; instructions?: RestInstructions };
+}
+
+const patchBody = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { ...issuePatchProperties, version: { type: 'integer', minimum: 1, description: 'Apply only if the issue is still at this version.' } },
+} as const;
+
+const BULK_FIELDS = ['status', 'priority', 'labels', 'milestoneId', 'dueDate', 'estimate', 'agent'] as const;
+
+const bulkBody = {
+  type: 'object',
+  required: ['issueIds', 'mode', 'patch'],
+  additionalProperties: false,
+  properties: {
+    issueIds: { type: 'array', minItems: 1, maxItems: 200, items: idSchema },
+    mode: { type: 'string', enum: ['preview', 'apply'] },
+    patch: {
+      type: 'object',
+      additionalProperties: false,
+      minProperties: 1,
+      properties: {
+        ...Object.fromEntries(BULK_FIELDS.map((f) => [f, issuePatchProperties[f]])),
+        agent: { type: 'object', additionalProperties: false, properties: { assignedAgentId: issuePatchProperties.agent.properties.assignedAgentId } },
+      },
+    },
+  },
+} as const;
+
+const remindersQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    workspaceId: idSchema,
+    projectId: idSchema,
+    assignedAgentId: agentIdSchema,
+    kind: commaListOf('reminder kinds: missing-dates, stale-update, missing-time, overdue'),
+    limit: limitSchema,
+    cursor: cursorSchema,
+  },
+} as const;
+
+const reminderItemSchema = {
+  type: 'object',
+  required: ['issueId', 'workspaceId', 'title', 'status', 'priority', 'dueDate', 'reminders', 'safeNextActions'],
+  properties: {
+    issueId: { type: 'string' },
+    workspaceId: { type: 'string' },
+    title: { type: 'string' },
+    status: { type: 'string' },
+    priority: { type: 'string' },
+    dueDate: { type: ['string', 'null'] },
+    reminders: { type: 'array', items: { type: 'object', required: ['kind', 'message'], properties: { kind: { type: 'string' }, message: { type: 'string' } } } },
+    safeNextActions: {
+      type: 'array',
+      items: { type: 'object', required: ['action', 'description'], properties: { action: { type: 'string' }, description: { type: 'string' } } },
+    },
+  },
+} as const;
+
+const searchResponse = {
+  description: 'A page of issues (with `dependencyGraph` when asked for)',
+  type: 'object',
+  required: ['data', 'page'],
+  properties: {
+    data: {
+      type: 'object',
+      required: ['issues'],
+      properties: { issues: { type: 'array', items: issueSchema }, dependencyGraph: dependencyGraphSchema },
+    },
+    page: { type: 'object', required: ['nextCursor'], properties: { nextCursor: { type: ['string', 'null'] } } },
+  },
+} as const;
+
+const bulkResponse = ok({
+  type: 'object',
+  required: ['plan', 'updatedIssues', 'activity', 'applied'],
+  properties: {
+    plan: {
+      type: 'object',
+      required: ['requestedCount', 'targetCount', 'skippedCount', 'changedFieldLabels'],
+      properties: {
+        requestedCount: { type: 'integer' },
+        targetCount: { type: 'integer' },
+        skippedCount: { type: 'integer' },
+        changedFieldLabels: { type: 'array', items: { type: 'string' } },
+      },
+    },
+    updatedIssues: { type: 'array', items: issueSchema },
+    activity: { type: 'array', items: activitySchema },
+    applied: { type: 'boolean' },
+  },
+});
+
+/** Tasks ("issues" on the wire): search, create, read, change, bulk update and reminders. */
+export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
+  const tasks = deps.rpc.tasks;
+
+  app.get<{ Querystring: SearchQuery }>(
+    '/api/issues',
+    {
+      schema: {
+        summary: 'Search issues',
+        description:
+          'Every filter narrows; `status`, `priority` and `label` take comma-separated lists. Sorted by `sort` (default `priority`) and `direction`; pages by `limit` and `cursor`. Each issue carries `taskHealth`.',
+        querystring: searchQuery,
+        response: { 200: searchResponse },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'issues:read' } },
+    },
+    async (request) => {
+      const q = request.query;
+      const result = await tasks.searchTasks(
+        {
+          workspaceId: q.workspaceId,
+          projectId: q.projectId,
+          milestoneId: q.milestoneId,
+          initiativeId: q.initiativeId,
+          parentId: q.parentId,
+          status: commaList(q.status),
+          priority: commaList(q.priority),
+          labels: commaList(q.label),
+          assignedAgentId: q.assignedAgentId,
+          dependencyState: q.dependencyState,
+          q: q.q,
+          sort: q.sort,
+          direction: q.direction,
+          includeDependencyGraph: q.includeDependencyGraph ?? false,
+          limit: q.limit,
+          cursor: q.cursor,
+        },
+        { principal: request.principal },
+      );
+      return {
+        data: {
+          issues: result.tasks.map(issueJson),
+          ...(q.includeDependencyGraph
+            ? { dependencyGraph: { edges: (result.dependencyGraph?.edges ?? []).map((e) => ({ sourceIssueId: e.sourceIssueId, targetIssueId: e.targetIssueId })) } }
+            : {}),
+        },
+        page: { nextCursor: result.nextCursor ?? null },
+      };
+    },
+  );
+
+  app.post<{ Body: CreateBody }>(
+    '/api/issues',
+    {
+      schema: { summary: 'Create an issue', body: createBody, response: { 201: ok(issueSchema, 'The new issue') } },
+      config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
+    },
+    async (request, reply) => {
+      const b = request.body;
+      const result = await tasks.createTask(
+        {
+          workspaceId: b.workspaceId,
+          projectId: b.projectId,
+          title: b.title,
+          description: b.description ?? undefined,
+          status: b.status,
+          priority: b.priority,
+          labels: b.labels ?? [],
+          milestoneId: b.milestoneId ?? undefined,
+          initiativeId: b.initiativeId ?? undefined,
+          parentId: b.parentId ?? undefined,
+          dueDate: b.dueDate ?? undefined,
+          estimate: b.estimate ?? undefined,
+          dependencies: b.dependencies ?? [],
+          acceptanceChecks: (b.acceptanceChecks ?? []).map((c) => ({ id: c.id ?? '', title: c.title, done: c.done })),
+          assignedAgentId: b.agent?.assignedAgentId,
+          instructions: b.agent?.instructions
+            ? {
+                objective: b.agent.instructions.objective ?? '',
+                constraints: b.agent.instructions.constraints ?? [],
+                expectedOutput: b.agent.instructions.expectedOutput ?? '',
+                verification: b.agent.instructions.verification ?? [],
+                permissions: b.agent.instructions.permissions ?? [],
+                escalation: b.agent.instructions.escalation ?? '',
+              }
+            : undefined,
+        },
+        { principal: request.principal },
+      );
+      if (!result.task) throw new ServiceError('internal', 'Internal error');
+      void reply.status(201);
+      return { data: issueJson(result.task) };
+    },
+  );
+
+  app.get<{ Querystring: { workspaceId?: string; projectId?: string; assignedAgentId?: string; kind?: string[]; limit?: number; cursor?: string } }>(
+    '/api/issues/reminders',
+    {
+      schema: {
+        summary: 'Open issues with reminders',
+        description: 'Missing dates, stale updates, missing time and overdue dates, most urgent issues first, each with `safeNextActions`.',
+        querystring: remindersQuery,
+        response: { 200: page(reminderItemSchema) },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'issues:read' } },
+    },
+    async (request) => {
+      const q = request.query;
+      const result = await tasks.listReminders(
+        { workspaceId: q.workspaceId, projectId: q.projectId, assignedAgentId: q.assignedAgentId, kinds: commaList(q.kind), limit: q.limit, cursor: q.cursor },
+        { principal: request.principal },
+      );
+      return {
+        data: result.items.map((i) => ({
+          issueId: i.issueId,
+          workspaceId: i.workspaceId,
+          title: i.title,
+          status: i.status,
+          priority: i.priority,
+          dueDate: i.dueDate ?? null,
+          reminders: i.reminders.map((r) => ({ kind: r.kind, message: r.message })),
+          safeNextActions: i.safeNextActions.map((a) => ({ action: a.action, description: a.description })),
+        })),
+        page: { nextCursor: result.nextCursor ?? null },
+      };
+    },
+  );
+
+  app.post<{ Body: { issueIds: string[]; mode: string; patch: RestIssuePatch } }>(
+    '/api/issues/bulk-update',
+    {
+      schema: {
+        summary: 'Preview or apply one change to many issues',
+        description:
+          'At most 200 ids. `preview` never writes. `apply` checks every target first (exists, visible, writable, move allowed, milestone of the issue\'s project) and changes all of them or none; a failure names the failing ids in `error.failedIds`.',
+        body: bulkBody,
+        response: { 200: bulkResponse },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
+    },
+    async (request) => {
+      const { issueIds, mode, patch } = request.body;
+      const result = await tasks.bulkUpdateTasks({ issueIds, mode, patch: taskPatch(patch) }, { principal: request.principal });
+      return {
+        data: {
+          plan: {
+            requestedCount: result.plan?.requestedCount ?? 0,
+            targetCount: result.plan?.targetCount ?? 0,
+            skippedCount: result.plan?.skippedCount ?? 0,
+            changedFieldLabels: result.plan?.changedFieldLabels ?? [],
+          },
+          updatedIssues: result.updatedIssues.map(issueJson),
+          activity: result.activity.map(activityJson),
+          applied: result.applied,
+        },
+      };
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/api/issues/:id',
+    {
+      schema: {
+        summary: 'An issue with its next action, comments, activity, evidence, approvals and dependency graph',
+        params: idParams,
+        response: { 200: ok(issueDetailSchema) },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'issues:read' } },
+    },
+    async (request) => {
+      const detail = await tasks.getTask({ id: request.params.id }, { principal: request.principal });
+      return { data: issueDetailJson(detail) };
+    },
+  );
+
+  app.patch<{ Params: { id: string }; Body: RestIssuePatch & { version?: number } }>(
+    '/api/issues/:id',
+    {
+      schema: {
+        summary: 'Change an issue',
+        description:
+          'Only the fields sent change; `null` unsets an optional field. Status moves follow the allowed transitions (409 `invalid-transition` otherwise). Retry-safe: the same body twice changes nothing the second time. `meta.changedFields` names what changed.',
+        params: idParams,
+        body: patchBody,
+        response: {
+          200: {
+            type: 'object',
+            required: ['data', 'meta'],
+            properties: { data: issueSchema, meta: { type: 'object', required: ['changedFields'], properties: { changedFields: { type: 'array', items: { type: 'string' } } } } },
+          },
+        },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
+    },
+    async (request) => {
+      const { version, ...body } = request.body;
+      const result = await tasks.updateTask(
+        { id: request.params.id, patch: taskPatch(body), expectedVersion: version },
+        { principal: request.principal },
+      );
+      if (!result.task) throw new ServiceError('internal', 'Internal error');
+      return { data: issueJson(result.task), meta: { changedFields: result.changedFields } };
+    },
+  );
+}
+

@@ -1,0 +1,424 @@
+/**
+ * REST shapes of the planning records (projects, milestones, programs, initiatives, issues and
+ * what accumulates on them): the mapping from the issues service's messages, and the JSON
+ * schemas that document them (and, as fastify response schemas, serialize them: every property
+ * a mapper returns is listed).
+ */
+import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import type { InitiativeSchema, ProgramSchema } from '@planning/proto/planning/issues/v1/programs_pb';
+import type { ContextPackItemSchema, MilestoneSchema, ProjectSchema } from '@planning/proto/planning/issues/v1/projects_pb';
+import type {
+  ActivitySchema,
+  ApprovalSchema,
+  CommentSchema,
+  EvidenceSchema,
+  GetTaskResponseSchema,
+  TaskContractSchema,
+  TaskRefSchema,
+  TaskViewSchema,
+  TimeEntrySchema,
+} from '@planning/proto/planning/issues/v1/tasks_pb';
+
+type Shape<S extends DescMessage> = MessageShape<S>;
+
+// ---- mappers ---------------------------------------------------------------------------------
+
+function contextPackJson(items: readonly Shape<typeof ContextPackItemSchema>[]) {
+  return items.map((i) => ({ kind: i.kind, title: i.title, path: i.path ?? null, url: i.url ?? null, note: i.note ?? null }));
+}
+
+export function projectJson(p: Shape<typeof ProjectSchema>) {
+  return {
+    id: p.id,
+    workspaceId: p.workspaceId,
+    name: p.name,
+    status: p.status,
+    goal: p.goal,
+    initiativeId: p.initiativeId ?? null,
+    contextPack: contextPackJson(p.contextPack),
+    createdAt: p.createdAt,
+    updatedAt: p.updatedAt,
+    createdBy: p.createdBy,
+    version: p.version,
+  };
+}
+
+export function milestoneJson(m: Shape<typeof MilestoneSchema>) {
+  return {
+    id: m.id,
+    workspaceId: m.workspaceId,
+    projectId: m.projectId,
+    name: m.name,
+    status: m.status,
+    targetDate: m.targetDate ?? null,
+    createdAt: m.createdAt,
+    updatedAt: m.updatedAt,
+    version: m.version,
+  };
+}
+
+export function programJson(p: Shape<typeof ProgramSchema>) {
+  return {
+    id: p.id,
+    workspaceId: p.workspaceId,
+    name: p.name,
+    status: p.status,
+    ownerId: p.ownerId,
+    description: p.description,
+    createdAt: p.createdAt,
+    updatedAt: p.updatedAt,
+    version: p.version,
+  };
+}
+
+export function initiativeJson(i: Shape<typeof InitiativeSchema>) {
+  return {
+    id: i.id,
+    workspaceId: i.workspaceId,
+    programId: i.programId,
+    name: i.name,
+    status: i.status,
+    ownerIds: i.ownerIds,
+    goal: i.goal,
+    startDate: i.startDate ?? null,
+    targetDate: i.targetDate ?? null,
+    contextPack: contextPackJson(i.contextPack),
+    createdAt: i.createdAt,
+    updatedAt: i.updatedAt,
+    version: i.version,
+  };
+}
+
+/** An issue with its health and next action, as search, create, patch and detail return it. */
+export function issueJson(view: Shape<typeof TaskViewSchema>) {
+  const t = view.task;
+  const h = view.health;
+  if (!t) throw new Error('issue view without a task');
+  const instructions = t.agent?.instructions;
+  return {
+    id: t.id,
+    workspaceId: t.workspaceId,
+    projectId: t.projectId,
+    milestoneId: t.milestoneId ?? null,
+    initiativeId: t.initiativeId ?? null,
+    parentId: t.parentId ?? null,
+    title: t.title,
+    description: t.description,
+    status: t.status,
+    priority: t.priority,
+    labels: t.labels,
+    dueDate: t.dueDate ?? null,
+    estimate: t.estimate ?? null,
+    dependencies: t.dependencies,
+    acceptanceChecks: t.acceptanceChecks.map((c) => ({ id: c.id, title: c.title, done: c.done ?? false })),
+    agent: {
+      assignedAgentId: t.agent?.assignedAgentId ?? null,
+      readiness: t.agent?.readiness ?? 'not-ready',
+      instructions: {
+        objective: instructions?.objective ?? '',
+        constraints: instructions?.constraints ?? [],
+        expectedOutput: instructions?.expectedOutput ?? '',
+        verification: instructions?.verification ?? [],
+        permissions: instructions?.permissions ?? [],
+        escalation: instructions?.escalation ?? '',
+      },
+    },
+    openDependencyCount: t.openDependencyCount,
+    dependentCount: t.dependentCount,
+    timeLoggedMinutes: t.timeLoggedMinutes,
+    evidenceCount: t.evidenceCount,
+    createdAt: t.createdAt,
+    updatedAt: t.updatedAt,
+    createdBy: t.createdBy,
+    version: t.version,
+    lastActivityAt: t.lastActivityAt,
+    nextAction: h?.nextAction ?? '',
+    taskHealth: {
+      blocksAgentClaim: h?.blocksAgentClaim ?? false,
+      reasons: h?.reasons ?? [],
+      firstReminder: h?.firstReminder ? { kind: h.firstReminder.kind, message: h.firstReminder.message } : null,
+      reminders: (h?.reminders ?? []).map((r) => ({ kind: r.kind, message: r.message })),
+      safeNextActions: (h?.safeNextActions ?? []).map((a) => ({ action: a.action, description: a.description })),
+    },
+  };
+}
+
+const parseJson = (text: string | undefined): unknown => (text === undefined ? undefined : JSON.parse(text));
+
+export function activityJson(a: Shape<typeof ActivitySchema>) {
+  return {
+    id: a.id || null,
+    issueId: a.issueId,
+    actor: { type: a.actor?.type ?? 'system', id: a.actor?.id ?? 'system' },
+    kind: a.kind,
+    changes: a.changes.map((c) => {
+      const from = parseJson(c.fromJson);
+      const to = parseJson(c.toJson);
+      return { field: c.field, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) };
+    }),
+    at: a.at,
+  };
+}
+
+export function commentJson(c: Shape<typeof CommentSchema>) {
+  return { id: c.id, issueId: c.issueId, authorId: c.authorId, authorType: c.authorType, body: c.body, createdAt: c.createdAt };
+}
+
+export function timeEntryJson(e: Shape<typeof TimeEntrySchema>) {
+  return { id: e.id, issueId: e.issueId, actorId: e.actorId, minutes: e.minutes, note: e.note, loggedAt: e.loggedAt };
+}
+
+export function evidenceJson(e: Shape<typeof EvidenceSchema>) {
+  return {
+    id: e.id,
+    issueId: e.issueId,
+    kind: e.kind,
+    title: e.title,
+    url: e.url ?? null,
+    body: e.body ?? null,
+    checkId: e.checkId ?? null,
+    createdBy: e.createdBy,
+    createdAt: e.createdAt,
+  };
+}
+
+export function approvalJson(a: Shape<typeof ApprovalSchema>) {
+  return {
+    id: a.id,
+    issueId: a.issueId,
+    requestedBy: a.requestedBy,
+    reason: a.reason,
+    status: a.status,
+    decidedBy: a.decidedBy ?? null,
+    decidedAt: a.decidedAt ?? null,
+    decisionNote: a.decisionNote ?? null,
+    createdAt: a.createdAt,
+  };
+}
+
+const refJson = (r: Shape<typeof TaskRefSchema>) => ({ id: r.id, title: r.title, status: r.status });
+
+/** The detail of `GET /api/issues/{id}`: the issue plus comments, activity, evidence, approvals and graph context. */
+export function issueDetailJson(d: Shape<typeof GetTaskResponseSchema>) {
+  if (!d.task) throw new Error('issue detail without a task');
+  return {
+    ...issueJson(d.task),
+    comments: d.comments.map(commentJson),
+    commentCount: d.commentCount,
+    activity: d.activity.map(activityJson),
+    activityCount: d.activityCount,
+    evidence: d.evidence.map(evidenceJson),
+    approvals: d.approvals.map(approvalJson),
+    dependencyGraph: {
+      dependencies: d.dependencies.map(refJson),
+      dependents: d.dependents.map(refJson),
+      edges: (d.dependencyGraph?.edges ?? []).map((e) => ({ sourceIssueId: e.sourceIssueId, targetIssueId: e.targetIssueId })),
+    },
+  };
+}
+
+export function taskContractJson(c: Shape<typeof TaskContractSchema> | undefined) {
+  return {
+    issueId: c?.issueId ?? '',
+    goal: c?.goal ?? '',
+    constraints: c?.constraints ?? [],
+    expectedOutput: c?.expectedOutput ?? '',
+    verification: c?.verification ?? [],
+    permissions: c?.permissions ?? [],
+    escalation: c?.escalation ?? '',
+    completeness: { ready: c?.completeness?.ready ?? false, score: c?.completeness?.score ?? 0 },
+    missingSections: c?.missingSections ?? [],
+    version: c?.version ?? 0,
+    updatedAt: c?.updatedAt ?? '',
+  };
+}
+
+// ---- schemas ---------------------------------------------------------------------------------
+
+const str = { type: 'string' } as const;
+const nullableStr = { type: ['string', 'null'] } as const;
+const time = { type: 'string', format: 'date-time' } as const;
+const int = { type: 'integer' } as const;
+const strings = { type: 'array', items: str } as const;
+const obj = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+  ({ type: 'object', required: Object.keys(properties), properties, ...extra }) as const;
+
+const contextPackItemSchema = obj({ kind: { type: 'string', enum: ['file', 'doc', 'link'] }, title: str, path: nullableStr, url: nullableStr, note: nullableStr });
+
+export const projectSchema = obj({
+  id: str,
+  workspaceId: str,
+  name: str,
+  status: { type: 'string', enum: ['active', 'paused', 'completed', 'archived'] },
+  goal: str,
+  initiativeId: nullableStr,
+  contextPack: { type: 'array', items: contextPackItemSchema },
+  createdAt: time,
+  updatedAt: time,
+  createdBy: str,
+  version: int,
+});
+
+export const milestoneSchema = obj({
+  id: str,
+  workspaceId: str,
+  projectId: str,
+  name: str,
+  status: { type: 'string', enum: ['active', 'completed', 'cancelled'] },
+  targetDate: { type: ['string', 'null'], format: 'date' },
+  createdAt: time,
+  updatedAt: time,
+  version: int,
+});
+
+export const programSchema = obj({
+  id: str,
+  workspaceId: str,
+  name: str,
+  status: { type: 'string', enum: ['active', 'paused', 'completed', 'archived'] },
+  ownerId: str,
+  description: str,
+  createdAt: time,
+  updatedAt: time,
+  version: int,
+});
+
+export const initiativeSchema = obj({
+  id: str,
+  workspaceId: str,
+  programId: str,
+  name: str,
+  status: { type: 'string', enum: ['active', 'paused', 'completed', 'archived'] },
+  ownerIds: strings,
+  goal: str,
+  startDate: { type: ['string', 'null'], format: 'date' },
+  targetDate: { type: ['string', 'null'], format: 'date' },
+  contextPack: { type: 'array', items: contextPackItemSchema },
+  createdAt: time,
+  updatedAt: time,
+  version: int,
+});
+
+const reminderSchema = obj({ kind: { type: 'string', enum: ['overdue', 'stale-update', 'missing-time', 'missing-dates'] }, message: str });
+const safeActionSchema = obj({ action: str, description: str });
+
+export const taskHealthSchema = obj({
+  blocksAgentClaim: { type: 'boolean' },
+  reasons: { type: 'array', items: { type: 'string', enum: ['status-not-ready', 'dependencies-open', 'assigned-to-another-agent', 'active-claim'] } },
+  firstReminder: { anyOf: [reminderSchema, { type: 'null' }] },
+  reminders: { type: 'array', items: reminderSchema },
+  safeNextActions: { type: 'array', items: safeActionSchema },
+});
+
+const instructionsSchema = obj({
+  objective: str,
+  constraints: strings,
+  expectedOutput: str,
+  verification: strings,
+  permissions: strings,
+  escalation: str,
+});
+
+const issueProperties = {
+  id: str,
+  workspaceId: str,
+  projectId: str,
+  milestoneId: nullableStr,
+  initiativeId: nullableStr,
+  parentId: nullableStr,
+  title: str,
+  description: str,
+  status: { type: 'string', enum: ['backlog', 'ready', 'in-progress', 'in-review', 'blocked', 'done', 'cancelled'] },
+  priority: { type: 'string', enum: ['urgent', 'high', 'medium', 'low', 'none'] },
+  labels: strings,
+  dueDate: { type: ['string', 'null'], format: 'date' },
+  estimate: { type: ['number', 'null'] },
+  dependencies: { ...strings, description: 'Ids of tasks in the same workspace that must be done first.' },
+  acceptanceChecks: { type: 'array', items: obj({ id: str, title: str, done: { type: 'boolean' } }) },
+  agent: obj({
+    assignedAgentId: nullableStr,
+    readiness: { type: 'string', enum: ['ready', 'blocked', 'needs-brief', 'not-ready', 'closed'] },
+    instructions: instructionsSchema,
+  }),
+  openDependencyCount: int,
+  dependentCount: int,
+  timeLoggedMinutes: int,
+  evidenceCount: int,
+  createdAt: time,
+  updatedAt: time,
+  createdBy: str,
+  version: int,
+  lastActivityAt: time,
+  nextAction: str,
+  taskHealth: taskHealthSchema,
+} as const;
+
+export const issueSchema = obj(issueProperties);
+
+export const activitySchema = obj(
+  {
+    id: { ...nullableStr, description: 'null in a bulk-update preview (nothing was recorded)' },
+    issueId: str,
+    actor: obj({ type: str, id: str }),
+    kind: str,
+    changes: {
+      type: 'array',
+      items: { type: 'object', required: ['field'], properties: { field: str, from: {}, to: {} } },
+    },
+    at: time,
+  },
+);
+
+export const commentSchema = obj({ id: str, issueId: str, authorId: str, authorType: str, body: str, createdAt: time });
+export const timeEntrySchema = obj({ id: str, issueId: str, actorId: str, minutes: int, note: str, loggedAt: time });
+export const evidenceSchema = obj({
+  id: str,
+  issueId: str,
+  kind: { type: 'string', enum: ['link', 'log', 'test-result', 'artifact', 'note'] },
+  title: str,
+  url: nullableStr,
+  body: nullableStr,
+  checkId: nullableStr,
+  createdBy: str,
+  createdAt: time,
+});
+export const approvalSchema = obj({
+  id: str,
+  issueId: str,
+  requestedBy: str,
+  reason: str,
+  status: { type: 'string', enum: ['pending', 'approved', 'rejected'] },
+  decidedBy: nullableStr,
+  decidedAt: { type: ['string', 'null'], format: 'date-time' },
+  decisionNote: nullableStr,
+  createdAt: time,
+});
+
+const edgeSchema = obj({ sourceIssueId: str, targetIssueId: str });
+export const dependencyGraphSchema = obj({ edges: { type: 'array', items: edgeSchema } });
+const refSchema = obj({ id: str, title: str, status: str });
+
+export const issueDetailSchema = obj({
+  ...issueProperties,
+  comments: { type: 'array', items: commentSchema },
+  commentCount: int,
+  activity: { type: 'array', items: activitySchema },
+  activityCount: int,
+  evidence: { type: 'array', items: evidenceSchema },
+  approvals: { type: 'array', items: approvalSchema },
+  dependencyGraph: obj({ dependencies: { type: 'array', items: refSchema }, dependents: { type: 'array', items: refSchema }, edges: { type: 'array', items: edgeSchema } }),
+});
+
+export const taskContractSchema = obj({
+  issueId: str,
+  goal: str,
+  constraints: strings,
+  expectedOutput: str,
+  verification: strings,
+  permissions: strings,
+  escalation: str,
+  completeness: obj({ ready: { type: 'boolean' }, score: { type: 'number' } }),
+  missingSections: strings,
+  version: int,
+  updatedAt: time,
+});

@@ -1,0 +1,123 @@
+import { ServiceError } from '@planning/errors';
+import type { FastifyInstance } from 'fastify';
+import type { GatewayDeps } from '../deps.js';
+import { ok, page } from '../openapi.js';
+import { projectJson, projectSchema } from './planning-json.js';
+import { contextPackInput, contextPackSchema, cursorSchema, idParams, idSchema, limitSchema, nullableId, qSchema } from './planning-input.js';
+
+const PROJECT_STATUS = ['active', 'paused', 'completed', 'archived'] as const;
+type ContextPack = Parameters<typeof contextPackInput>[0];
+
+const listQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    workspaceId: idSchema,
+    q: qSchema,
+    status: { type: 'string', enum: PROJECT_STATUS },
+    initiativeId: idSchema,
+    limit: limitSchema,
+    cursor: cursorSchema,
+  },
+} as const;
+
+const createBody = {
+  type: 'object',
+  required: ['workspaceId', 'name'],
+  additionalProperties: false,
+  properties: {
+    workspaceId: idSchema,
+    name: { type: 'string', minLength: 1, maxLength: 200 },
+    goal: { type: 'string', maxLength: 2000 },
+    status: { type: 'string', enum: PROJECT_STATUS },
+    initiativeId: idSchema,
+    contextPack: contextPackSchema,
+  },
+} as const;
+
+const patchBody = {
+  type: 'object',
+  required: ['projectId'],
+  additionalProperties: false,
+  properties: {
+    projectId: idSchema,
+    status: { type: 'string', enum: PROJECT_STATUS },
+    goal: { type: 'string', maxLength: 2000 },
+    name: { type: 'string', minLength: 1, maxLength: 200 },
+    contextPack: contextPackSchema,
+    initiativeId: nullableId,
+  },
+} as const;
+
+/** Projects: list, create, read, and the documented `PATCH /api/projects` (status and goal). */
+export async function projectRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
+  const projects = deps.rpc.projects;
+
+  app.get<{ Querystring: { workspaceId?: string; q?: string; status?: string; initiativeId?: string; limit?: number; cursor?: string } }>(
+    '/api/projects',
+    {
+      schema: { summary: 'List projects', querystring: listQuery, response: { 200: page(projectSchema) } },
+      config: { access: { auth: 'session-or-token', scope: 'projects:read' } },
+    },
+    async (request) => {
+      const result = await projects.listProjects(request.query, { principal: request.principal });
+      return { data: result.projects.map(projectJson), page: { nextCursor: result.nextCursor ?? null } };
+    },
+  );
+
+  app.post<{ Body: { workspaceId: string; name: string; goal?: string; status?: string; initiativeId?: string; contextPack?: ContextPack } }>(
+    '/api/projects',
+    {
+      schema: { summary: 'Create a project', body: createBody, response: { 201: ok(projectSchema, 'The new project') } },
+      config: { access: { auth: 'session-or-token', scope: 'projects:write' } },
+    },
+    async (request, reply) => {
+      const { contextPack, ...rest } = request.body;
+      const result = await projects.createProject({ ...rest, contextPack: contextPackInput(contextPack) }, { principal: request.principal });
+      if (!result.project) throw new ServiceError('internal', 'Internal error');
+      void reply.status(201);
+      return { data: projectJson(result.project) };
+    },
+  );
+
+  app.patch<{ Body: { projectId: string; status?: string; goal?: string; name?: string; contextPack?: ContextPack; initiativeId?: string | null } }>(
+    '/api/projects',
+    {
+      schema: {
+        summary: "Change a project's status and/or goal",
+        description:
+          'Body: `projectId` plus `status` and/or `goal` (also `name`, `contextPack`, `initiativeId`; `null` detaches the initiative). Retry-safe: unchanged fields are returned as they are and `updatedAt` moves only when something changed.',
+        body: patchBody,
+        response: { 200: ok(projectSchema) },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'projects:write' } },
+    },
+    async (request) => {
+      const { projectId, contextPack, initiativeId, ...rest } = request.body;
+      const result = await projects.updateProject(
+        {
+          id: projectId,
+          ...rest,
+          ...(contextPack !== undefined ? { contextPack: { items: contextPackInput(contextPack) } } : {}),
+          ...(initiativeId === null ? { clearFields: ['initiativeId'] } : initiativeId !== undefined ? { initiativeId } : {}),
+        },
+        { principal: request.principal },
+      );
+      if (!result.project) throw new ServiceError('internal', 'Internal error');
+      return { data: projectJson(result.project) };
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/api/projects/:id',
+    {
+      schema: { summary: 'A project', params: idParams, response: { 200: ok(projectSchema) } },
+      config: { access: { auth: 'session-or-token', scope: 'projects:read' } },
+    },
+    async (request) => {
+      const result = await projects.getProject({ id: request.params.id }, { principal: request.principal });
+      if (!result.project) throw new ServiceError('internal', 'Internal error');
+      return { data: projectJson(result.project) };
+    },
+  );
+}

@@ -1,0 +1,196 @@
+/** Translation between stored task records and the protobuf messages of the task services. */
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { invalidInput } from '@planning/errors';
+import type {
+  ActivitySchema,
+  ApprovalSchema,
+  CommentSchema,
+  EvidenceSchema,
+  InstructionsPatch as InstructionsPatchMessage,
+  TaskContractSchema,
+  TaskHealthSchema,
+  TaskPatch as TaskPatchMessage,
+  TaskSchema,
+  TaskViewSchema,
+  TimeEntrySchema,
+} from '@planning/proto/planning/issues/v1/tasks_pb';
+import { completeness } from '../domain/task-contract.js';
+import { agentReadiness, healthOf, type HealthContext, type TaskHealth } from '../domain/task-health.js';
+import { CLEARABLE_FIELDS, validatePatch, type RawTaskPatch, type TaskPatch } from '../domain/tasks.js';
+import {
+  healthInput,
+  type ActivityRecord,
+  type ApprovalRecord,
+  type CommentRecord,
+  type EvidenceRecord,
+  type TaskRecord,
+  type TimeEntryRecord,
+} from '../store/task-documents.js';
+
+export function toTaskMessage(t: TaskRecord): MessageInitShape<typeof TaskSchema> {
+  return {
+    id: t._id,
+    workspaceId: t.workspaceId,
+    projectId: t.projectId,
+    milestoneId: t.milestoneId,
+    initiativeId: t.initiativeId,
+    parentId: t.parentId,
+    title: t.title,
+    description: t.description,
+    status: t.status,
+    priority: t.priority,
+    labels: t.labels,
+    dueDate: t.dueDate,
+    estimate: t.estimate,
+    dependencies: t.dependencies,
+    acceptanceChecks: t.acceptanceChecks.map((c) => ({ id: c.id, title: c.title, done: c.done })),
+    agent: {
+      assignedAgentId: t.agent.assignedAgentId,
+      readiness: agentReadiness({ status: t.status, openDependencyCount: t.openDependencyCount, instructions: t.agent.instructions }),
+      instructions: { ...t.agent.instructions },
+    },
+    createdAt: t.createdAt,
+    updatedAt: t.updatedAt,
+    createdBy: t.createdBy,
+    version: t.version,
+    openDependencyCount: t.openDependencyCount,
+    dependentCount: t.dependentCount,
+    timeLoggedMinutes: t.timeLoggedMinutes,
+    evidenceCount: t.evidenceCount,
+    lastActivityAt: t.lastActivityAt,
+  };
+}
+
+export function toHealthMessage(h: TaskHealth): MessageInitShape<typeof TaskHealthSchema> {
+  return {
+    blocksAgentClaim: h.blocksAgentClaim,
+    reasons: h.reasons,
+    firstReminder: h.firstReminder ?? undefined,
+    reminders: h.reminders,
+    safeNextActions: h.safeNextActions,
+    nextAction: h.nextAction,
+  };
+}
+
+/** The task with its health as the caller sees it now. */
+export function toTaskView(t: TaskRecord, context: HealthContext): MessageInitShape<typeof TaskViewSchema> {
+  return { task: toTaskMessage(t), health: toHealthMessage(healthOf(healthInput(t), context)) };
+}
+
+export function toContractMessage(t: TaskRecord): MessageInitShape<typeof TaskContractSchema> {
+  const i = t.agent.instructions;
+  const c = completeness(i);
+  return {
+    issueId: t._id,
+    goal: i.objective,
+    constraints: i.constraints,
+    expectedOutput: i.expectedOutput,
+    verification: i.verification,
+    permissions: i.permissions,
+    escalation: i.escalation,
+    completeness: { ready: c.ready, score: c.score },
+    missingSections: c.missing,
+    version: t.version,
+    updatedAt: t.updatedAt,
+  };
+}
+
+export function toActivityMessage(a: ActivityRecord): MessageInitShape<typeof ActivitySchema> {
+  return {
+    id: a._id,
+    issueId: a.issueId,
+    actor: a.actor,
+    kind: a.kind,
+    changes: a.changes.map((c) => ({
+      field: c.field,
+      ...(c.from !== undefined ? { fromJson: JSON.stringify(c.from) } : {}),
+      ...(c.to !== undefined ? { toJson: JSON.stringify(c.to) } : {}),
+    })),
+    at: a.at,
+  };
+}
+
+export function toCommentMessage(c: CommentRecord): MessageInitShape<typeof CommentSchema> {
+  return { id: c._id, issueId: c.issueId, authorId: c.authorId, authorType: c.authorType, body: c.body, createdAt: c.createdAt };
+}
+
+export function toTimeEntryMessage(e: TimeEntryRecord): MessageInitShape<typeof TimeEntrySchema> {
+  return { id: e._id, issueId: e.issueId, actorId: e.actorId, minutes: e.minutes, note: e.note, loggedAt: e.loggedAt };
+}
+
+export function toEvidenceMessage(e: EvidenceRecord): MessageInitShape<typeof EvidenceSchema> {
+  return {
+    id: e._id,
+    issueId: e.issueId,
+    kind: e.kind,
+    title: e.title,
+    url: e.url,
+    body: e.body,
+    checkId: e.checkId,
+    createdBy: e.createdBy,
+    createdAt: e.createdAt,
+  };
+}
+
+export function toApprovalMessage(a: ApprovalRecord): MessageInitShape<typeof ApprovalSchema> {
+  return {
+    id: a._id,
+    issueId: a.issueId,
+    requestedBy: a.requestedBy,
+    reason: a.reason,
+    status: a.status,
+    decidedBy: a.decidedBy,
+    decidedAt: a.decidedAt,
+    decisionNote: a.decisionNote,
+    createdAt: a.createdAt,
+  };
+}
+
+/** The raw sections of a brief patch (validated by the domain). */
+export function rawInstructionsPatch(p: InstructionsPatchMessage): Record<string, unknown> {
+  const raw: Record<string, unknown> = {};
+  if (p.objective !== undefined) raw.objective = p.objective;
+  if (p.expectedOutput !== undefined) raw.expectedOutput = p.expectedOutput;
+  if (p.escalation !== undefined) raw.escalation = p.escalation;
+  if (p.constraints) raw.constraints = p.constraints.values;
+  if (p.verification) raw.verification = p.verification.values;
+  if (p.permissions) raw.permissions = p.permissions.values;
+  return raw;
+}
+
+/** Decodes and validates a task patch (field names in errors are the REST ones). */
+export function patchFromMessage(p: TaskPatchMessage | undefined): TaskPatch {
+  if (!p) return {};
+  const raw: RawTaskPatch = {};
+  if (p.title !== undefined) raw.title = p.title;
+  if (p.description !== undefined) raw.description = p.description;
+  if (p.status !== undefined) raw.status = p.status;
+  if (p.priority !== undefined) raw.priority = p.priority;
+  if (p.labels) raw.labels = p.labels.values;
+  if (p.addLabels.length > 0) raw.addLabels = p.addLabels;
+  if (p.removeLabels.length > 0) raw.removeLabels = p.removeLabels;
+  if (p.milestoneId !== undefined) raw.milestoneId = p.milestoneId;
+  if (p.initiativeId !== undefined) raw.initiativeId = p.initiativeId;
+  if (p.parentId !== undefined) raw.parentId = p.parentId;
+  if (p.dueDate !== undefined) raw.dueDate = p.dueDate;
+  if (p.estimate !== undefined) raw.estimate = p.estimate;
+  if (p.dependencies) raw.dependencies = p.dependencies.values;
+  if (p.acceptanceChecks) {
+    raw.acceptanceChecks = p.acceptanceChecks.checks.map((c) => ({
+      ...(c.id ? { id: c.id } : {}),
+      title: c.title,
+      ...(c.done !== undefined ? { done: c.done } : {}),
+    }));
+  }
+  if (p.assignedAgentId !== undefined) raw.assignedAgentId = p.assignedAgentId;
+  if (p.instructions) raw.instructions = rawInstructionsPatch(p.instructions);
+  for (const field of p.clearFields) {
+    if (!(CLEARABLE_FIELDS as readonly string[]).includes(field)) {
+      throw invalidInput('clearFields', `'clearFields' may name ${CLEARABLE_FIELDS.join(', ')}`);
+    }
+    const key = field === 'agent.assignedAgentId' ? 'assignedAgentId' : (field as keyof RawTaskPatch);
+    if (raw[key] !== undefined) throw invalidInput(field, `'${field}' is both set and cleared`);
+    (raw as Record<string, unknown>)[key] = null;
+  }
+  return validatePatch(raw);
+}

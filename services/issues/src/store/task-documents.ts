@@ -1,0 +1,136 @@
+/**
+ * The stored shapes of tasks and what accumulates on them, and the fields the repository derives
+ * from a task's own fields for searching and sorting.
+ */
+import type { StoredDocument } from '@planning/store';
+import { normalizeForSearch } from '../domain/fields.js';
+import { sortKeysOf, type SortKeys } from '../domain/ranking.js';
+import type { HealthTask } from '../domain/task-health.js';
+import type { FieldChange, TaskFields } from '../domain/tasks.js';
+
+export type Actor = { type: string; id: string };
+
+export interface TaskRecord extends StoredDocument, TaskFields {
+  createdAt: string;
+  updatedAt: string;
+  /** The user or API key id that created the task. */
+  createdBy: string;
+  /** Incremented on every change of the task's own fields. */
+  version: number;
+  /** Dependencies that are not done (kept current when a dependency's status changes). */
+  openDependencyCount: number;
+  /** Tasks that depend on this one. Every dependency change writes this document, so concurrent graph changes conflict. */
+  dependentCount: number;
+  timeLoggedMinutes: number;
+  evidenceCount: number;
+  lastActivityAt: string;
+  /** Title and description, case folded: `q` is a literal substring test on it. */
+  searchText: string;
+  /** One unique, comparable key per sort (see `sortKeysOf`). */
+  sortKeys: SortKeys;
+}
+
+export interface ActivityRecord extends StoredDocument {
+  workspaceId: string;
+  issueId: string;
+  actor: Actor;
+  kind: string;
+  changes: FieldChange[];
+  at: string;
+}
+
+export interface CommentRecord extends StoredDocument {
+  workspaceId: string;
+  issueId: string;
+  authorId: string;
+  authorType: string;
+  body: string;
+  createdAt: string;
+}
+
+export interface TimeEntryRecord extends StoredDocument {
+  workspaceId: string;
+  issueId: string;
+  actorId: string;
+  minutes: number;
+  note: string;
+  loggedAt: string;
+  createdAt: string;
+}
+
+export const EVIDENCE_KINDS = ['link', 'log', 'test-result', 'artifact', 'note'] as const;
+export type EvidenceKind = (typeof EVIDENCE_KINDS)[number];
+
+export interface EvidenceRecord extends StoredDocument {
+  workspaceId: string;
+  issueId: string;
+  kind: EvidenceKind;
+  title: string;
+  url?: string;
+  body?: string;
+  checkId?: string;
+  createdBy: string;
+  createdAt: string;
+}
+
+export const APPROVAL_STATUSES = ['pending', 'approved', 'rejected'] as const;
+export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
+
+export interface ApprovalRecord extends StoredDocument {
+  workspaceId: string;
+  issueId: string;
+  requestedBy: string;
+  reason: string;
+  status: ApprovalStatus;
+  decidedBy?: string;
+  decidedAt?: string;
+  decisionNote?: string;
+  createdAt: string;
+}
+
+/** The task's own fields, as the domain sees them. */
+export function fieldsOf(task: TaskRecord): TaskFields {
+  const fields: TaskFields = {
+    workspaceId: task.workspaceId,
+    projectId: task.projectId,
+    title: task.title,
+    description: task.description,
+    status: task.status,
+    priority: task.priority,
+    labels: task.labels,
+    dependencies: task.dependencies,
+    acceptanceChecks: task.acceptanceChecks,
+    agent: task.agent,
+  };
+  for (const key of ['milestoneId', 'initiativeId', 'parentId', 'dueDate', 'estimate'] as const) {
+    if (task[key] !== undefined) (fields as unknown as Record<string, unknown>)[key] = task[key];
+  }
+  return fields;
+}
+
+/** Search text and sort keys from the task's current fields. */
+export function derivedFields(task: Pick<TaskRecord, '_id' | 'title' | 'description' | 'priority' | 'dueDate' | 'createdAt' | 'updatedAt'>): {
+  searchText: string;
+  sortKeys: SortKeys;
+} {
+  return {
+    searchText: normalizeForSearch(`${task.title}\n${task.description}`),
+    sortKeys: sortKeysOf({ ...task, id: task._id }),
+  };
+}
+
+/** What health needs from a stored task. */
+export function healthInput(task: TaskRecord): HealthTask {
+  return {
+    id: task._id,
+    status: task.status,
+    ...(task.dueDate !== undefined ? { dueDate: task.dueDate } : {}),
+    dependencies: task.dependencies,
+    openDependencyCount: task.openDependencyCount,
+    ...(task.agent.assignedAgentId !== undefined ? { assignedAgentId: task.agent.assignedAgentId } : {}),
+    timeLoggedMinutes: task.timeLoggedMinutes,
+    lastActivityAt: task.lastActivityAt,
+    instructions: task.agent.instructions,
+    acceptanceChecks: task.acceptanceChecks,
+  };
+}

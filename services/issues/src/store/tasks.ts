@@ -1,0 +1,523 @@
+import { conflict, invalidInput, ServiceError } from '@planning/errors';
+import { newId } from '@planning/ids';
+import type { Outbox } from '@planning/outbox';
+import type { Collection, DocumentStore, Filter, StoreSession } from '@planning/store';
+import { assertNoDependencyCycle, assertNoParentCycle } from '../domain/dependencies.js';
+import { encodeSearchCursor } from '../domain/ranking.js';
+import { CLOSED_STATUSES, type MoveActor } from '../domain/task-status.js';
+import {
+  applyPatch,
+  changedFieldNames,
+  newChecks,
+  type FieldChange,
+  type TaskFields,
+  type TaskPatch,
+  type ValidNewTask,
+} from '../domain/tasks.js';
+import type { PlanningRepository, WorkspaceScope } from './planning.js';
+import { derivedFields, fieldsOf, type ActivityRecord, type Actor, type TaskRecord } from './task-documents.js';
+import { searchQuery, TASK_INDEXES, type TaskSearch } from './task-search.js';
+
+/** Who writes, when, and with which limits. */
+export interface WriteContext {
+  actor: Actor;
+  now: Date;
+  /** Agents (API tokens) start work only by claiming it. */
+  moveActor: MoveActor;
+  /** The calling agent: a task assigned to another agent is not its to change. */
+  agentId?: string;
+}
+
+export interface CreateContext extends WriteContext {
+  /** The workspace plan's stored-task quota (null: unlimited). */
+  storedTaskLimit: number | null;
+  quotaResetsAt: string;
+}
+
+/** Checks the repository needs from other parts of the service, inside the write's transaction. */
+export interface TaskReferenceChecks {
+  agentExists(workspaceId: string, agentId: string, session?: StoreSession): Promise<boolean>;
+}
+
+export interface TaskChange {
+  task: TaskRecord;
+  changes: FieldChange[];
+  /** The activity the change recorded (none for a change that changed nothing). */
+  activity?: ActivityRecord;
+}
+
+export type BulkOutcome =
+  | { ok: true; current: TaskRecord; next: TaskRecord; changes: FieldChange[] }
+  | { ok: false; id: string; error: ServiceError };
+
+const PROJECTION = { searchText: 0 } as const;
+
+/** Optional fields of a task that are unset (absent) rather than null. */
+const OPTIONAL_FIELDS = ['milestoneId', 'initiativeId', 'parentId', 'dueDate', 'estimate'] as const;
+
+/** Counters and search fields the repository maintains beside a task's own fields. */
+type Maintained = Pick<
+  TaskRecord,
+  'openDependencyCount' | 'dependentCount' | 'timeLoggedMinutes' | 'evidenceCount' | 'createdAt' | 'createdBy'
+>;
+
+/**
+ * Tasks and their activity. Every change of a task, its activity and its events are written in
+ * one outbox transaction; dependency bookkeeping (open-dependency counts of dependents, dependent
+ * counts of dependencies) happens in the same transaction, so the graph can never disagree with
+ * the tasks' statuses.
+ */
+export class TaskRepository {
+  private constructor(
+    readonly tasks: Collection<TaskRecord>,
+    readonly activity: Collection<ActivityRecord>,
+    private readonly outbox: Outbox,
+    private readonly planning: PlanningRepository,
+    private readonly checks: TaskReferenceChecks,
+  ) {}
+
+  static async open(
+    store: DocumentStore,
+    outbox: Outbox,
+    planning: PlanningRepository,
+    checks: TaskReferenceChecks,
+  ): Promise<TaskRepository> {
+    const tasks = store.collection<TaskRecord>('tasks');
+    const activity = store.collection<ActivityRecord>('activity');
+    await tasks.createIndexes(TASK_INDEXES);
+    await activity.createIndexes([{ name: 'issue_id', keys: { issueId: 1, _id: 1 } }]);
+    return new TaskRepository(tasks, activity, outbox, planning, checks);
+  }
+
+  get(id: string, session?: StoreSession): Promise<TaskRecord | null> {
+    return this.tasks.findOne({ _id: id }, { projection: PROJECTION, ...(session ? { session } : {}) });
+  }
+
+  getMany(ids: readonly string[], session?: StoreSession): Promise<TaskRecord[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.tasks.find({ _id: { $in: [...ids] } }, { projection: PROJECTION, ...(session ? { session } : {}) });
+  }
+
+  /** Tasks waiting for any of `ids` (at most `limit`). */
+  dependentsOf(ids: readonly string[], limit = 1_000, session?: StoreSession): Promise<TaskRecord[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.tasks.find(
+      { dependencies: ids.length === 1 ? ids[0] : { $in: [...ids] } },
+      { projection: PROJECTION, limit, sort: { _id: 1 }, ...(session ? { session } : {}) },
+    );
+  }
+
+  countInWorkspace(workspaceId: string, session?: StoreSession): Promise<number> {
+    return this.tasks.countDocuments({ workspaceId }, session ? { session } : undefined);
+  }
+
+  // ---- create --------------------------------------------------------------------------------
+
+  async create(workspaceId: string, input: ValidNewTask, ctx: CreateContext): Promise<TaskRecord> {
+    return this.outbox.transaction(async (session) => {
+      if (ctx.storedTaskLimit !== null) {
+        const used = await this.countInWorkspace(workspaceId, session);
+        if (used >= ctx.storedTaskLimit) {
+          throw new ServiceError('quota-exceeded', `The workspace's plan stores at most ${ctx.storedTaskLimit} tasks`, {
+            quota: { kind: 'stored-tasks', limit: ctx.storedTaskLimit, used, resetsAt: ctx.quotaResetsAt },
+          });
+        }
+      }
+      const id = newId('iss');
+      const fields: TaskFields = {
+        workspaceId,
+        projectId: input.projectId,
+        title: input.title,
+        description: input.description,
+        status: input.status,
+        priority: input.priority,
+        labels: input.labels,
+        dependencies: input.dependencies,
+        acceptanceChecks: newChecks(input.acceptanceChecks, () => newId('chk')),
+        agent: {
+          ...(input.assignedAgentId !== undefined ? { assignedAgentId: input.assignedAgentId } : {}),
+          instructions: input.instructions,
+        },
+      };
+      for (const key of OPTIONAL_FIELDS) if (input[key] !== undefined) (fields as unknown as Record<string, unknown>)[key] = input[key];
+      await this.checkReferences(id, fields, undefined, ctx, session);
+      const deps = await this.getMany(fields.dependencies, session);
+      const at = ctx.now.toISOString();
+      const record = this.compose(id, fields, {
+        openDependencyCount: deps.filter((d) => d.status !== 'done').length,
+        dependentCount: 0,
+        timeLoggedMinutes: 0,
+        evidenceCount: 0,
+        createdAt: at,
+        createdBy: ctx.actor.id,
+      }, 1, at);
+      await this.tasks.insertOne(record, { session });
+      for (const dep of fields.dependencies) await this.tasks.updateOne({ _id: dep }, { $inc: { dependentCount: 1 } }, { session });
+      await this.addActivity(record, 'created', [], ctx, session);
+      await this.outbox.add(
+        {
+          type: 'task.created',
+          workspaceId,
+          actor: ctx.actor,
+          data: { subject: { type: 'task', id }, issueId: id, projectId: fields.projectId, status: fields.status },
+        },
+        { session },
+      );
+      const { searchText: _omit, ...shown } = record;
+      return shown as TaskRecord;
+    });
+  }
+
+  // ---- update --------------------------------------------------------------------------------
+
+  /**
+   * Applies a validated patch. A patch that changes nothing writes nothing. `expectedVersion`
+   * makes the change conditional on the version the caller saw (409 `version-conflict`).
+   */
+  async update(
+    id: string,
+    patch: TaskPatch,
+    ctx: WriteContext & { expectedVersion?: number; kind?: 'updated' | 'contract-updated' },
+  ): Promise<TaskChange> {
+    return this.outbox.transaction(async (session) => {
+      const current = await this.get(id, session);
+      if (!current) throw new ServiceError('not-found', 'Issue not found');
+      this.assertWritable(current, ctx);
+      if (ctx.expectedVersion !== undefined && ctx.expectedVersion !== current.version) {
+        throw conflict('version-conflict', `The issue is at version ${current.version}, not ${ctx.expectedVersion}; read it again`);
+      }
+      const { next, changes } = applyPatch(fieldsOf(current), patch, ctx.moveActor, () => newId('chk'));
+      if (changes.length === 0) return { task: current, changes };
+      await this.checkReferences(id, next, current, ctx, session);
+      return this.write(current, next, changes, ctx, session, ctx.kind ?? 'updated');
+    });
+  }
+
+  /** Refuses a change by an agent to a task assigned to another agent. */
+  assertWritable(task: TaskRecord, ctx: Pick<WriteContext, 'agentId'>): void {
+    const assigned = task.agent.assignedAgentId;
+    if (ctx.agentId !== undefined && assigned !== undefined && assigned !== ctx.agentId) {
+      throw new ServiceError('forbidden', 'The issue is assigned to another agent', { reason: 'assigned-to-another-agent' });
+    }
+  }
+
+  // ---- bulk update ---------------------------------------------------------------------------
+
+  /**
+   * Works out what a patch does to each target without writing: for each id, the next state or
+   * the reason it cannot change. References (milestone of the task's project, agent) are checked
+   * here too, so an apply that passes this preflight only fails on a concurrent change.
+   */
+  async planBulk(ids: readonly string[], patch: TaskPatch, ctx: WriteContext): Promise<BulkOutcome[]> {
+    const found = new Map((await this.getMany(ids)).map((t) => [t._id, t]));
+    const outcomes: BulkOutcome[] = [];
+    for (const id of ids) {
+      const current = found.get(id);
+      if (!current) {
+        outcomes.push({ ok: false, id, error: new ServiceError('not-found', 'Issue not found') });
+        continue;
+      }
+      try {
+        this.assertWritable(current, ctx);
+        const { next, changes } = applyPatch(fieldsOf(current), patch, ctx.moveActor, () => newId('chk'));
+        if (changes.length > 0) await this.checkReferences(id, next, current, ctx, undefined);
+        const maintained = this.maintained(current);
+        const preview = changes.length > 0 ? this.compose(id, next, maintained, current.version + 1, ctx.now.toISOString()) : current;
+        outcomes.push({ ok: true, current, next: preview, changes });
+      } catch (err) {
+        if (!(err instanceof ServiceError)) throw err;
+        outcomes.push({ ok: false, id, error: err });
+      }
+    }
+    return outcomes;
+  }
+
+  /**
+   * Applies a preflighted bulk change in one transaction: every target must still be at the
+   * version the preflight read, otherwise nothing is written (409 `version-conflict` naming the
+   * tasks that changed). Tasks the patch does not change are left alone.
+   */
+  async applyBulk(
+    planned: readonly Extract<BulkOutcome, { ok: true }>[],
+    patch: TaskPatch,
+    ctx: WriteContext,
+  ): Promise<TaskChange[]> {
+    return this.outbox.transaction(async (session) => {
+      const targets = planned.filter((p) => p.changes.length > 0);
+      const fresh = new Map((await this.getMany(targets.map((p) => p.current._id), session)).map((t) => [t._id, t]));
+      const moved = targets.filter((p) => fresh.get(p.current._id)?.version !== p.current.version).map((p) => p.current._id);
+      if (moved.length > 0) {
+        throw new ServiceError('work-already-claimed', `${moved.length} issue(s) changed while the bulk update ran; nothing was changed`, {
+          reason: 'version-conflict',
+          failedIds: moved,
+        });
+      }
+      const out: TaskChange[] = [];
+      for (const p of targets) {
+        const current = fresh.get(p.current._id) as TaskRecord;
+        const { next, changes } = applyPatch(fieldsOf(current), patch, ctx.moveActor, () => newId('chk'));
+        out.push(await this.write(current, next, changes, ctx, session, 'bulk-updated'));
+      }
+      return out;
+    });
+  }
+
+  // ---- writes shared by every change -----------------------------------------------------------
+
+  private maintained(task: TaskRecord): Maintained {
+    return {
+      openDependencyCount: task.openDependencyCount,
+      dependentCount: task.dependentCount,
+      timeLoggedMinutes: task.timeLoggedMinutes,
+      evidenceCount: task.evidenceCount,
+      createdAt: task.createdAt,
+      createdBy: task.createdBy,
+    };
+  }
+
+  /** A complete stored task from its fields, the maintained counters and the write's time. */
+  private compose(id: string, fields: TaskFields, maintained: Maintained, version: number, at: string): TaskRecord {
+    const base = { _id: id, ...fields, ...maintained, version, updatedAt: at, lastActivityAt: at };
+    return { ...base, ...derivedFields(base) } as TaskRecord;
+  }
+
+  /**
+   * Writes a task's new fields (conditional on the version read), keeps the dependency graph's
+   * counters right, and records activity and events.
+   */
+  private async write(
+    current: TaskRecord,
+    next: TaskFields,
+    changes: FieldChange[],
+    ctx: WriteContext,
+    session: StoreSession,
+    kind: 'updated' | 'contract-updated' | 'bulk-updated',
+  ): Promise<TaskChange> {
+    const id = current._id;
+    const at = ctx.now.toISOString();
+    const fields = changedFieldNames(changes);
+    // Counters other writes maintain (time, evidence, dependents, open dependencies) are never
+    // overwritten here: a bulk change may have moved them earlier in this same transaction.
+    const own: Record<string, unknown> = { ...next, version: current.version + 1, updatedAt: at, lastActivityAt: at };
+    Object.assign(own, derivedFields({ _id: id, ...next, createdAt: current.createdAt, updatedAt: at }));
+    if (fields.includes('dependencies')) {
+      const added = next.dependencies.filter((d) => !current.dependencies.includes(d));
+      const removed = current.dependencies.filter((d) => !next.dependencies.includes(d));
+      for (const dep of added) await this.tasks.updateOne({ _id: dep }, { $inc: { dependentCount: 1 } }, { session });
+      for (const dep of removed) await this.tasks.updateOne({ _id: dep }, { $inc: { dependentCount: -1 } }, { session });
+      const deps = await this.getMany(next.dependencies, session);
+      own.openDependencyCount = deps.filter((d) => d.status !== 'done').length;
+    }
+    for (const key of Object.keys(own)) if (own[key] === undefined) delete own[key];
+    const unset = Object.fromEntries(OPTIONAL_FIELDS.filter((k) => next[k] === undefined).map((k) => [k, '']));
+    const record = await this.tasks.findOneAndUpdate(
+      { _id: id, version: current.version },
+      { $set: own, ...(Object.keys(unset).length > 0 ? { $unset: unset } : {}) },
+      { session, projection: PROJECTION },
+    );
+    if (!record) {
+      throw new ServiceError('work-already-claimed', `Issue ${id} changed meanwhile; nothing was changed`, { reason: 'version-conflict', failedIds: [id] });
+    }
+    if (current.status !== next.status && (current.status === 'done' || next.status === 'done')) {
+      // Dependents count open dependencies: finishing (or reopening) this task changes theirs.
+      const delta = next.status === 'done' ? -1 : 1;
+      for (const dependent of await this.dependentsOf([id], Number.MAX_SAFE_INTEGER, session)) {
+        await this.tasks.updateOne({ _id: dependent._id }, { $inc: { openDependencyCount: delta } }, { session });
+      }
+    }
+    const activity = await this.addActivity(record, kind, changes, ctx, session);
+    const subject = { type: 'task', id };
+    await this.outbox.add(
+      {
+        type: kind === 'contract-updated' ? 'task.contract-updated' : 'task.updated',
+        workspaceId: record.workspaceId,
+        actor: ctx.actor,
+        data: { subject, issueId: id, changedFields: fields, ...(kind === 'bulk-updated' ? { bulk: true } : {}) },
+      },
+      { session },
+    );
+    if (current.status !== next.status) {
+      await this.outbox.add(
+        {
+          type: 'task.status-changed',
+          workspaceId: record.workspaceId,
+          actor: ctx.actor,
+          data: { subject, issueId: id, from: current.status, to: next.status },
+        },
+        { session },
+      );
+    }
+    return { task: record, changes, activity };
+  }
+
+  /**
+   * References a task's fields make must exist in its workspace: project, milestone (of the
+   * task's project), initiative, parent (no cycles), dependencies (no cycles) and the agent.
+   * Only references that changed (all of them for a new task) are checked.
+   */
+  private async checkReferences(
+    id: string,
+    next: TaskFields,
+    current: TaskRecord | undefined,
+    ctx: WriteContext,
+    session: StoreSession | undefined,
+  ): Promise<void> {
+    const ws = next.workspaceId;
+    const hidden = (what: string, field: string): ServiceError =>
+      ctx.moveActor === 'agent'
+        ? new ServiceError('not-found', `${what} not found`)
+        : new ServiceError('invalid-input', `'${field}' must name a ${what.toLowerCase()} of the issue's workspace`, { field });
+    if (!current || current.projectId !== next.projectId) {
+      const project = await this.planning.findProject(next.projectId, session);
+      if (!project) throw new ServiceError('not-found', 'Project not found');
+      if (project.workspaceId !== ws) throw hidden('Project', 'projectId');
+    }
+    if (next.milestoneId !== undefined && (!current || current.milestoneId !== next.milestoneId || current.projectId !== next.projectId)) {
+      const milestone = await this.planning.findMilestone(next.milestoneId, session);
+      if (!milestone) throw new ServiceError('not-found', 'Milestone not found');
+      if (milestone.workspaceId !== ws) throw hidden('Milestone', 'milestoneId');
+      if (milestone.projectId !== next.projectId) throw invalidInput('milestoneId', "'milestoneId' must name a milestone of the issue's project");
+    }
+    if (next.initiativeId !== undefined && (!current || current.initiativeId !== next.initiativeId)) {
+      const initiative = await this.planning.findInitiative(next.initiativeId, session);
+      if (!initiative) throw new ServiceError('not-found', 'Initiative not found');
+      if (initiative.workspaceId !== ws) throw hidden('Initiative', 'initiativeId');
+    }
+    if (next.parentId !== undefined && (!current || current.parentId !== next.parentId)) {
+      const parent = await this.get(next.parentId, session);
+      if (!parent) throw new ServiceError('not-found', 'Parent issue not found');
+      if (parent.workspaceId !== ws) throw hidden('Parent issue', 'parentId');
+      await assertNoParentCycle(id, next.parentId, async (pid) => (await this.get(pid, session))?.parentId);
+    }
+    const assigned = next.agent.assignedAgentId;
+    if (assigned !== undefined && (!current || current.agent.assignedAgentId !== assigned)) {
+      if (!(await this.checks.agentExists(ws, assigned, session))) throw new ServiceError('not-found', `Agent '${assigned}' not found in this workspace`);
+    }
+    const sameDeps = current && current.dependencies.length === next.dependencies.length && next.dependencies.every((d) => current.dependencies.includes(d));
+    if (next.dependencies.length > 0 && !sameDeps) {
+      const deps = await this.getMany(next.dependencies, session);
+      const missing = next.dependencies.filter((d) => !deps.some((t) => t._id === d));
+      if (missing.length > 0) throw new ServiceError('not-found', `Dependency not found: ${missing.join(', ')}`);
+      if (deps.some((d) => d.workspaceId !== ws)) throw hidden('Task', 'dependencies');
+      if (current) {
+        await assertNoDependencyCycle(id, next.dependencies, async (ids) =>
+          (await this.getMany(ids, session)).map((t) => ({ id: t._id, dependencies: t.dependencies })),
+        );
+      } else if (next.dependencies.includes(id)) {
+        throw invalidInput('dependencies', 'A task cannot depend on itself');
+      }
+    }
+  }
+
+  // ---- activity ------------------------------------------------------------------------------
+
+  async addActivity(
+    task: Pick<TaskRecord, '_id' | 'workspaceId'>,
+    kind: string,
+    changes: FieldChange[],
+    ctx: Pick<WriteContext, 'actor' | 'now'>,
+    session: StoreSession,
+  ): Promise<ActivityRecord> {
+    const record: ActivityRecord = {
+      _id: newId('act'),
+      workspaceId: task.workspaceId,
+      issueId: task._id,
+      actor: ctx.actor,
+      kind,
+      changes,
+      at: ctx.now.toISOString(),
+    };
+    await this.activity.insertOne(record, { session });
+    return record;
+  }
+
+  /**
+   * Records something that happened on a task without changing its fields (a comment, time,
+   * evidence, an approval): activity, the task's `lastActivityAt` and counters, in the caller's
+   * transaction. The task's version is untouched: its own fields did not change.
+   */
+  async touch(
+    task: TaskRecord,
+    kind: string,
+    ctx: Pick<WriteContext, 'actor' | 'now'>,
+    session: StoreSession,
+    inc: Partial<Pick<TaskRecord, 'timeLoggedMinutes' | 'evidenceCount'>> = {},
+    changes: FieldChange[] = [],
+  ): Promise<void> {
+    const at = ctx.now.toISOString();
+    const update: Filter = { $max: { lastActivityAt: at } };
+    if (Object.keys(inc).length > 0) update.$inc = inc;
+    await this.tasks.updateOne({ _id: task._id }, update, { session });
+    await this.addActivity(task, kind, changes, ctx, session);
+  }
+
+  /** Marks an acceptance check done (evidence proving it), as a change of the task. */
+  async completeCheck(task: TaskRecord, checkId: string, ctx: WriteContext, session: StoreSession): Promise<void> {
+    const current = await this.get(task._id, session);
+    if (!current) throw new ServiceError('not-found', 'Issue not found');
+    const checks = current.acceptanceChecks.map((c) => (c.id === checkId ? { ...c, done: true } : c));
+    if (checks.every((c, i) => c.done === current.acceptanceChecks[i]?.done)) return;
+    const next = { ...fieldsOf(current), acceptanceChecks: checks };
+    await this.write(current, next, [{ field: 'acceptanceChecks' }], ctx, session, 'updated');
+  }
+
+  listActivity(issueId: string, options: { limit: number; after?: string; latest?: boolean }): Promise<ActivityRecord[]> {
+    const filter: Filter = { issueId };
+    if (options.after) filter._id = { $gt: options.after };
+    return this.activity.find(filter, { sort: { _id: options.latest ? -1 : 1 }, limit: options.limit });
+  }
+
+  countActivity(issueId: string): Promise<number> {
+    return this.activity.countDocuments({ issueId });
+  }
+
+  // ---- search --------------------------------------------------------------------------------
+
+  /** One page of a search, with the cursor of the next page when there is one. */
+  async search(search: TaskSearch, limit: number): Promise<{ tasks: TaskRecord[]; nextCursor?: string }> {
+    if (!search.scope.all && search.scope.ids.length === 0) return { tasks: [] };
+    const { filter, sort } = searchQuery(search);
+    const rows = await this.tasks.find(filter, { sort, limit: limit + 1, projection: PROJECTION });
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    if (rows.length <= limit || !last) return { tasks: page };
+    return { tasks: page, nextCursor: encodeSearchCursor({ sort: search.sort, direction: search.direction, after: last.sortKeys[search.sort] }) };
+  }
+
+  /**
+   * Dependency edges around a set of tasks: each task's dependencies, and the tasks (up to
+   * `limit`) that depend on them. Source is the prerequisite, target the task that waits.
+   */
+  async edgesAround(tasks: readonly TaskRecord[], limit = 1_000): Promise<{ sourceIssueId: string; targetIssueId: string }[]> {
+    const edges = new Map<string, { sourceIssueId: string; targetIssueId: string }>();
+    const add = (source: string, target: string): void => {
+      edges.set(`${source}>${target}`, { sourceIssueId: source, targetIssueId: target });
+    };
+    for (const t of tasks) for (const d of t.dependencies) add(d, t._id);
+    const ids = tasks.map((t) => t._id);
+    for (const dependent of await this.dependentsOf(ids, limit)) {
+      for (const d of dependent.dependencies) if (ids.includes(d)) add(d, dependent._id);
+    }
+    return [...edges.values()];
+  }
+
+  // ---- readiness -----------------------------------------------------------------------------
+
+  /** Counts for launch readiness over a scope of workspaces. */
+  async readinessCounts(scope: WorkspaceScope): Promise<{
+    done: number;
+    notCancelled: number;
+    verified: number;
+    openBlockers: TaskRecord[];
+  }> {
+    const where: Filter = scope.all ? {} : { workspaceId: scope.ids.length === 1 ? scope.ids[0] : { $in: [...scope.ids] } };
+    const [total, done, cancelled, verified, openBlockers] = await Promise.all([
+      this.tasks.countDocuments(where),
+      this.tasks.countDocuments({ ...where, status: 'done' }),
+      this.tasks.countDocuments({ ...where, status: 'cancelled' }),
+      this.tasks.countDocuments({ ...where, status: 'done', evidenceCount: { $gt: 0 } }),
+      this.tasks.find({ ...where, labels: 'launch-blocker', status: { $nin: [...CLOSED_STATUSES] } }, { projection: PROJECTION }),
+    ]);
+    return { done, notCancelled: total - cancelled, verified, openBlockers };
+  }
+}
