@@ -4,16 +4,25 @@
  */
 import { parseArgs } from 'node:util';
 
-const { values } = parseArgs({
-  args: process.argv.slice(2),
-  options: {
-    target: { type: 'string' },
-    'print-config': { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-  strict: true,
-  allowPositionals: false,
-});
+function parseCommandLine() {
+  try {
+    return parseArgs({
+      args: process.argv.slice(2),
+      options: {
+        target: { type: 'string' },
+        'print-config': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+  } catch (err) {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\nRun with --help for usage.\n`);
+    process.exit(2);
+  }
+}
+
+const { values } = parseCommandLine();
 
 if (values.help) {
   process.stdout.write(

@@ -2,6 +2,7 @@
  * Every process's HTTP server: `/live`, `/ready`, the error envelope for everything that goes
  * wrong, and (in processes that run the gateway) the API routes the gateway registers on it.
  */
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Span } from '@opentelemetry/api';
 import { ServiceError, toServiceError } from '@planning/errors';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
@@ -47,6 +48,50 @@ function frameworkError(err: FastifyError): ServiceError {
   return toServiceError(err);
 }
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's SERVER span (ended when the response is sent). */
+    traceSpan?: Span;
+  }
+}
+
+const tracer = trace.getTracer('planning-http');
+
+/**
+ * A SERVER span per request that continues the caller's W3C trace context, so a request's gRPC
+ * calls and the events it causes join one trace. Named by route pattern, never by raw URL
+ * (paths and query strings may carry ids). Health probes are not traced.
+ */
+function registerTracing(app: FastifyInstance): void {
+  app.decorateRequest('traceSpan', undefined);
+  app.addHook('onRequest', (request, _reply, done) => {
+    const route = request.routeOptions.url;
+    if (route === '/live' || route === '/ready') {
+      done();
+      return;
+    }
+    const parent = propagation.extract(ROOT_CONTEXT, request.headers);
+    const span = tracer.startSpan(
+      `${request.method} ${route ?? 'unmatched'}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: { 'http.request.method': request.method, ...(route ? { 'http.route': route } : {}) },
+      },
+      parent,
+    );
+    request.traceSpan = span;
+    // Everything after this hook (other hooks, the handler, its gRPC calls) runs in the span.
+    context.with(trace.setSpan(parent, span), done);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const span = request.traceSpan;
+    if (!span) return;
+    span.setAttribute('http.response.status_code', reply.statusCode);
+    if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  });
+}
+
 export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   const serverOptions: FastifyServerOptions = {
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
@@ -70,8 +115,11 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     (httpPart === 'body' ? strict : coercing).compile(schema),
   );
 
+  registerTracing(app);
+
   app.setErrorHandler((err: FastifyError | ServiceError, request, reply) => {
     const error = err instanceof ServiceError ? err : frameworkError(err as FastifyError);
+    request.traceSpan?.setAttribute('error.type', error.code);
     if (error.code === 'internal') {
       request.log.error({ err }, 'request failed');
     }

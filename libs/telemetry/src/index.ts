@@ -7,4 +7,4 @@ export {
   type TraceExportSettings,
 } from './telemetry.js';
 export { createLogger, REDACT_PATHS, type Logger, type LoggerOptions } from './logger.js';
-export { injectTraceHeaders, withExtractedContext, type TraceCarrier } from './propagation.js';
+export { injectTraceHeaders, withConsumerSpan, withExtractedContext, type TraceCarrier } from './propagation.js';

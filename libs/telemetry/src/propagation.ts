@@ -1,4 +1,13 @@
-import { ROOT_CONTEXT, context, propagation, type Context, type TextMapGetter } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  context,
+  propagation,
+  trace,
+  type Context,
+  type TextMapGetter,
+} from '@opentelemetry/api';
 
 /** Header carriers trace context can be read from: a plain record or a `get`/`keys` object (NATS `MsgHdrs`, `Map`, fetch `Headers`). */
 export type TraceCarrier =
@@ -46,4 +55,29 @@ export function injectTraceHeaders(ctx: Context = context.active()): Record<stri
 export function withExtractedContext<T>(headers: TraceCarrier | undefined, fn: () => T): T {
   const extracted = headers ? propagation.extract(ROOT_CONTEXT, headers, carrierGetter) : ROOT_CONTEXT;
   return context.with(extracted, fn);
+}
+
+/**
+ * Runs a message handler in a CONSUMER span that continues the trace the message carries (the
+ * producer's context travels in its headers), and marks the span as failed when fn throws.
+ */
+export async function withConsumerSpan<T>(
+  name: string,
+  headers: TraceCarrier | undefined,
+  attributes: Record<string, string | number | boolean>,
+  fn: () => Promise<T>,
+): Promise<T> {
+  return withExtractedContext(headers, () =>
+    trace.getTracer('planning-bus').startActiveSpan(name, { kind: SpanKind.CONSUMER, attributes }, async (span) => {
+      try {
+        return await fn();
+      } catch (err) {
+        span.recordException(err as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        throw err;
+      } finally {
+        span.end();
+      }
+    }),
+  );
 }

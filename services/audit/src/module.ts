@@ -8,7 +8,7 @@ import {
   type RpcServerExports,
 } from '@planning/runtime';
 import type { Consumer } from '@planning/bus';
-import { withExtractedContext } from '@planning/telemetry';
+import { withConsumerSpan } from '@planning/telemetry';
 import { AuditService, createAuditService } from './rpc/audit-service.js';
 import { AuditEventRepository } from './store/audit-events.js';
 
@@ -35,9 +35,14 @@ export const auditModule: ModuleDefinition = {
         consumer = await bus.consume(
           { durable: AUDIT_CONSUMER, filterSubjects: ['planning.>'], ackWaitMs: 30_000 },
           (delivery) =>
-            withExtractedContext(delivery.headers, async () => {
-              await events.record(delivery.event);
-            }),
+            withConsumerSpan(
+              `${delivery.event.subject} process`,
+              delivery.headers,
+              { 'messaging.system': bus.kind, 'messaging.destination.name': delivery.event.subject, 'messaging.message.id': delivery.event.id },
+              async () => {
+                await events.record(delivery.event);
+              },
+            ),
         );
       },
       async stop() {
