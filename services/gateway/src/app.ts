@@ -6,6 +6,7 @@ import type { GatewayDeps } from './deps.js';
 import { createTokenResolver } from './identity/token-resolver.js';
 import { registerOpenApi } from './openapi.js';
 import { adminRoutes } from './routes/admin.js';
+import { agentRoutes } from './routes/agents.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { authRoutes } from './routes/auth.js';
 import { billingRoutes } from './routes/billing.js';
@@ -42,6 +43,7 @@ export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Pr
   await issueRoutes(app, deps);
   await issueRecordRoutes(app, deps);
   await taskContractRoutes(app, deps);
+  await agentRoutes(app, deps);
   await adminRoutes(app, deps);
 }
 

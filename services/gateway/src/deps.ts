@@ -2,6 +2,7 @@ import type { EnvValues } from '@planning/config';
 import type { UsageMeter } from '@planning/metering';
 import type { Outbox } from '@planning/outbox';
 import type { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
+import type { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
 import type { AgentService } from '@planning/proto/planning/issues/v1/agents_pb';
 import type { ProgramService } from '@planning/proto/planning/issues/v1/programs_pb';
 import type { ProjectService } from '@planning/proto/planning/issues/v1/projects_pb';
@@ -51,6 +52,8 @@ export interface GatewayDeps {
     programs: RpcClient<typeof ProgramService>;
     tasks: RpcClient<typeof TaskService>;
     taskRecords: RpcClient<typeof TaskRecordService>;
+    /** The agents-claims service: ready work, claims, leases, status posts, release, lease policy. */
+    claims: RpcClient<typeof ClaimService>;
     /** Each service answers for its own quota kinds. */
     usage: {
       issues: RpcClient<typeof UsageService>;

@@ -1,6 +1,7 @@
 import { createUsageMeter } from '@planning/metering';
 import { createOutbox } from '@planning/outbox';
 import { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
+import { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
 import { AgentService } from '@planning/proto/planning/issues/v1/agents_pb';
 import { ProgramService } from '@planning/proto/planning/issues/v1/programs_pb';
 import { ProjectService } from '@planning/proto/planning/issues/v1/projects_pb';
@@ -137,6 +138,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
         programs: clients.client('issues', ProgramService),
         tasks: clients.client('issues', TaskService),
         taskRecords: clients.client('issues', TaskRecordService),
+        claims: clients.client('agents-claims', ClaimService),
         usage: {
           issues: clients.client('issues', UsageService),
           agentsClaims: clients.client('agents-claims', UsageService),

@@ -12,9 +12,12 @@ import { issuesSettings } from './config.js';
 import { openPlanning, ProgramService, ProjectService, TaskRecordService, TaskService } from './planning.js';
 import { registerUsageProvider } from '@planning/metering';
 import { AgentService, createAgentService } from './rpc/agent-service.js';
+import { ClaimSupportService, createClaimSupportService } from './rpc/claim-support.js';
+import { createPlanningAccess } from './rpc/planning-access.js';
 import { createIssuesUsageProvider } from './rpc/usage-provider.js';
 import { createLocalAccess, createWorkspaceService, WorkspaceService } from './rpc/workspace-service.js';
 import { AgentRepository } from './store/agents.js';
+import { ClaimSupportRepository } from './store/claim-support.js';
 import { storedTaskCounter } from './store/usage.js';
 import { WorkspaceRepository } from './store/workspaces.js';
 
@@ -48,6 +51,15 @@ export const issuesModule: ModuleDefinition<IssuesSettings> = {
     rpc.addService(ProgramService, planning.services.programs);
     rpc.addService(TaskService, planning.services.tasks);
     rpc.addService(TaskRecordService, planning.services.taskRecords);
+    // What the agents-claims service asks of tasks (claims mirror on tasks, the ready queue).
+    rpc.addService(
+      ClaimSupportService,
+      createClaimSupportService({
+        repo: await ClaimSupportRepository.open(outbox, planning.tasks, planning.records),
+        access: createPlanningAccess(access, workspaces),
+        clock,
+      }),
+    );
     return {
       async start() {
         await outbox.start();

@@ -2,7 +2,7 @@ import { ServiceError } from '@planning/errors';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { ok, page } from '../openapi.js';
-import { activitySchema, dependencyGraphSchema, issueDetailJson, issueDetailSchema, issueJson, issueSchema, activityJson } from './planning-json.js';
+import { activitySchema, dependencyGraphSchema, issueDetailJson, issueDetailSchema, issueJson, issueSchema, activityJson, reminderItemJson } from './planning-json.js';
 import {
   agentIdSchema,
   checksSchema,
@@ -19,7 +19,8 @@ import {
   qSchema,
   STATUS_ENUM,
   taskPatch,
-  type RestInstructions,
+  type RestIssueCreate,
+  createTaskRequest,
   type RestIssuePatch,
 } from './planning-input.js';
 
@@ -96,19 +97,21 @@ const createBody = {
   },
 } as const;
 
-interface CreateBody extends Omit<RestIssuePatch, 'labels' | 'agent'> {
-  workspaceId?: string;
-  projectId: string;
-  title: string;
-  labels?: string[];
-  agent?: { assignedAgentId?: string; instructions?: RestInstructions };
-}
+type CreateBody = RestIssueCreate;
 
 const patchBody = {
   type: 'object',
   additionalProperties: false,
   minProperties: 1,
-  properties: { ...issuePatchProperties, version: { type: 'integer', minimum: 1, description: 'Apply only if the issue is still at this version.' } },
+  properties: {
+    ...issuePatchProperties,
+    version: { type: 'integer', minimum: 1, description: 'Apply only if the issue is still at this version.' },
+    fencingToken: {
+      type: 'integer',
+      minimum: 1,
+      description: "An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current one).",
+    },
+  },
 } as const;
 
 const BULK_FIELDS = ['status', 'priority', 'labels', 'milestoneId', 'dueDate', 'estimate', 'agent'] as const;
@@ -256,34 +259,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     },
     async (request, reply) => {
       const b = request.body;
-      const result = await tasks.createTask(
-        {
-          workspaceId: b.workspaceId,
-          projectId: b.projectId,
-          title: b.title,
-          description: b.description ?? undefined,
-          status: b.status,
-          priority: b.priority,
-          labels: b.labels ?? [],
-          milestoneId: b.milestoneId ?? undefined,
-          initiativeId: b.initiativeId ?? undefined,
-          parentId: b.parentId ?? undefined,
-          dueDate: b.dueDate ?? undefined,
-          estimate: b.estimate ?? undefined,
-          dependencies: b.dependencies ?? [],
-          acceptanceChecks: (b.acceptanceChecks ?? []).map((c) => ({ id: c.id ?? '', title: c.title, done: c.done })),
-          assignedAgentId: b.agent?.assignedAgentId,
-          instructions: b.agent?.instructions
-            ? {
-                objective: b.agent.instructions.objective ?? '',
-                constraints: b.agent.instructions.constraints ?? [],
-                expectedOutput: b.agent.instructions.expectedOutput ?? '',
-                verification: b.agent.instructions.verification ?? [],
-                permissions: b.agent.instructions.permissions ?? [],
-                escalation: b.agent.instructions.escalation ?? '',
-              }
-            : undefined,
-        },
+      const result = await tasks.createTask(createTaskRequest(b),
         { principal: request.principal },
       );
       if (!result.task) throw new ServiceError('internal', 'Internal error');
@@ -310,16 +286,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
         { principal: request.principal },
       );
       return {
-        data: result.items.map((i) => ({
-          issueId: i.issueId,
-          workspaceId: i.workspaceId,
-          title: i.title,
-          status: i.status,
-          priority: i.priority,
-          dueDate: i.dueDate ?? null,
-          reminders: i.reminders.map((r) => ({ kind: r.kind, message: r.message })),
-          safeNextActions: i.safeNextActions.map((a) => ({ action: a.action, description: a.description })),
-        })),
+        data: result.items.map(reminderItemJson),
         page: { nextCursor: result.nextCursor ?? null },
       };
     },
@@ -372,7 +339,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     },
   );
 
-  app.patch<{ Params: { id: string }; Body: RestIssuePatch & { version?: number } }>(
+  app.patch<{ Params: { id: string }; Body: RestIssuePatch & { version?: number; fencingToken?: number } }>(
     '/api/issues/:id',
     {
       schema: {
@@ -392,9 +359,9 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
       config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
     },
     async (request) => {
-      const { version, ...body } = request.body;
+      const { version, fencingToken, ...body } = request.body;
       const result = await tasks.updateTask(
-        { id: request.params.id, patch: taskPatch(body), expectedVersion: version },
+        { id: request.params.id, patch: taskPatch(body), expectedVersion: version, fencingToken },
         { principal: request.principal },
       );
       if (!result.task) throw new ServiceError('internal', 'Internal error');

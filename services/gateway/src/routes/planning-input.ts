@@ -5,7 +5,7 @@
  */
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ContextPackItemSchema } from '@planning/proto/planning/issues/v1/projects_pb';
-import type { InstructionsPatchSchema, TaskPatchSchema } from '@planning/proto/planning/issues/v1/tasks_pb';
+import type { CreateTaskRequestSchema, InstructionsPatchSchema, TaskPatchSchema } from '@planning/proto/planning/issues/v1/tasks_pb';
 
 export const idSchema = { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_:.-]+$' } as const;
 export const nullableId = { type: ['string', 'null'], minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_:.-]+$' } as const;
@@ -170,4 +170,45 @@ export function contextPackInput(items: { kind: string; title: string; path?: st
 /** Comma-separated query values as one list (`status=ready,in-progress&status=done`); empty items dropped. */
 export function commaList(values: readonly string[] | undefined): string[] {
   return (values ?? []).flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean);
+}
+
+/** POST /api/issues's body (and the MCP tool create_issue's arguments). */
+export interface RestIssueCreate extends Omit<RestIssuePatch, 'labels' | 'agent'> {
+  workspaceId?: string;
+  projectId: string;
+  title: string;
+  labels?: string[];
+  agent?: { assignedAgentId?: string; instructions?: RestInstructions };
+}
+
+/** A create body as the issues service's CreateTask request. */
+export function createTaskRequest(b: RestIssueCreate): MessageInitShape<typeof CreateTaskRequestSchema> {
+  const i = b.agent?.instructions;
+  return {
+    workspaceId: b.workspaceId,
+    projectId: b.projectId,
+    title: b.title,
+    description: b.description ?? undefined,
+    status: b.status,
+    priority: b.priority,
+    labels: b.labels ?? [],
+    milestoneId: b.milestoneId ?? undefined,
+    initiativeId: b.initiativeId ?? undefined,
+    parentId: b.parentId ?? undefined,
+    dueDate: b.dueDate ?? undefined,
+    estimate: b.estimate ?? undefined,
+    dependencies: b.dependencies ?? [],
+    acceptanceChecks: (b.acceptanceChecks ?? []).map((c) => ({ id: c.id ?? '', title: c.title, done: c.done })),
+    assignedAgentId: b.agent?.assignedAgentId,
+    instructions: i
+      ? {
+          objective: i.objective ?? '',
+          constraints: i.constraints ?? [],
+          expectedOutput: i.expectedOutput ?? '',
+          verification: i.verification ?? [],
+          permissions: i.permissions ?? [],
+          escalation: i.escalation ?? '',
+        }
+      : undefined,
+  };
 }

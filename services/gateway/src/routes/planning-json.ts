@@ -422,3 +422,26 @@ export const taskContractSchema = obj({
   version: int,
   updatedAt: time,
 });
+
+/** An item of GET /api/issues/reminders (also the MCP tool get_issue_reminders). */
+export function reminderItemJson(i: {
+  issueId: string;
+  workspaceId: string;
+  title: string;
+  status: string;
+  priority: string;
+  dueDate?: string;
+  reminders: { kind: string; message: string }[];
+  safeNextActions: { action: string; description: string }[];
+}) {
+  return {
+    issueId: i.issueId,
+    workspaceId: i.workspaceId,
+    title: i.title,
+    status: i.status,
+    priority: i.priority,
+    dueDate: i.dueDate ?? null,
+    reminders: i.reminders.map((r) => ({ kind: r.kind, message: r.message })),
+    safeNextActions: i.safeNextActions.map((a) => ({ action: a.action, description: a.description })),
+  };
+}

@@ -29,11 +29,13 @@ export interface HealthTask {
   lastActivityAt: string;
   instructions: Instructions;
   acceptanceChecks: readonly { done: boolean }[];
+  /** The claim the task is in progress under (its mirror on the task), expired or not. */
+  claim?: { agentId: string; expiresAt: string };
 }
 
 /**
- * Facts about the caller and the world that are not part of the task. `activeClaim` comes from
- * the claims service once it exists; leaving it out means "no active claim known".
+ * Facts about the caller and the world that are not part of the task. A claim the task itself
+ * mirrors counts while unexpired; `activeClaim` adds one known from elsewhere.
  */
 export interface HealthContext {
   now: Date;
@@ -100,7 +102,8 @@ export function claimBlockers(task: HealthTask, context: HealthContext): BlockRe
   if (task.assignedAgentId !== undefined && context.agentId !== undefined && task.assignedAgentId !== context.agentId) {
     reasons.push('assigned-to-another-agent');
   }
-  if (context.activeClaim) reasons.push('active-claim');
+  const mirrored = task.claim !== undefined && task.claim.expiresAt > context.now.toISOString();
+  if (context.activeClaim || mirrored) reasons.push('active-claim');
   return reasons;
 }
 

@@ -226,6 +226,7 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
       const result = await tasks.update(id, patch, {
         ...writeContextOf(ctx.principal, now),
         ...(request.expectedVersion !== undefined ? { expectedVersion: request.expectedVersion } : {}),
+        ...(request.fencingToken !== undefined ? { fencingToken: request.fencingToken } : {}),
       });
       return {
         task: toTaskView(result.task, healthContext(ctx, now)),

@@ -3,6 +3,7 @@
  * from a task's own fields for searching and sorting.
  */
 import type { StoredDocument } from '@planning/store';
+import { queueKeyOf, type ClaimMirror } from '../domain/claims.js';
 import { normalizeForSearch } from '../domain/fields.js';
 import { sortKeysOf, type SortKeys } from '../domain/ranking.js';
 import type { HealthTask } from '../domain/task-health.js';
@@ -28,6 +29,12 @@ export interface TaskRecord extends StoredDocument, TaskFields {
   searchText: string;
   /** One unique, comparable key per sort (see `sortKeysOf`). */
   sortKeys: SortKeys;
+  /** The work-queue order (priority, due date, age) as one unique key (see `queueKeyOf`). */
+  queueKey: string;
+  /** The claim the task is in progress under (set and cleared with the status; see domain/claims). */
+  claim?: ClaimMirror;
+  /** The fencing token of the task's latest claim; the next claim gets one more. */
+  lastFencingToken?: number;
 }
 
 export interface ActivityRecord extends StoredDocument {
@@ -108,14 +115,16 @@ export function fieldsOf(task: TaskRecord): TaskFields {
   return fields;
 }
 
-/** Search text and sort keys from the task's current fields. */
+/** Search text, sort keys and the queue key from the task's current fields. */
 export function derivedFields(task: Pick<TaskRecord, '_id' | 'title' | 'description' | 'priority' | 'dueDate' | 'createdAt' | 'updatedAt'>): {
   searchText: string;
   sortKeys: SortKeys;
+  queueKey: string;
 } {
   return {
     searchText: normalizeForSearch(`${task.title}\n${task.description}`),
     sortKeys: sortKeysOf({ ...task, id: task._id }),
+    queueKey: queueKeyOf({ ...task, id: task._id }),
   };
 }
 
@@ -132,5 +141,6 @@ export function healthInput(task: TaskRecord): HealthTask {
     lastActivityAt: task.lastActivityAt,
     instructions: task.agent.instructions,
     acceptanceChecks: task.acceptanceChecks,
+    ...(task.claim ? { claim: { agentId: task.claim.agentId, expiresAt: task.claim.expiresAt } } : {}),
   };
 }

@@ -2,6 +2,7 @@ import { conflict, invalidInput, ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
 import type { Outbox } from '@planning/outbox';
 import type { Collection, DocumentStore, Filter, StoreSession } from '@planning/store';
+import { claimEndOf, claimWriteRefusal, type ClaimEnd, type ClaimMirror } from '../domain/claims.js';
 import { assertNoDependencyCycle, assertNoParentCycle } from '../domain/dependencies.js';
 import { encodeSearchCursor } from '../domain/ranking.js';
 import { CLOSED_STATUSES, type MoveActor } from '../domain/task-status.js';
@@ -26,7 +27,20 @@ export interface WriteContext {
   moveActor: MoveActor;
   /** The calling agent: a task assigned to another agent is not its to change. */
   agentId?: string;
+  /** The fencing token the writer presented: it must be the task's current claim's. */
+  fencingToken?: number;
 }
+
+/** What a write does to the claim a task is under, besides what its status move implies. */
+export interface ClaimWrite {
+  /** The task starts under this claim (its token becomes the task's latest). */
+  start?: ClaimMirror;
+  /** How the claim the task is under ends (default: from the status move, see `claimEndOf`). */
+  end?: ClaimEnd;
+}
+
+/** Activity kinds of task changes. */
+export type ChangeKind = 'updated' | 'contract-updated' | 'bulk-updated' | 'claimed' | 'claim-released' | 'claim-expired' | 'claim-aborted';
 
 export interface CreateContext extends WriteContext {
   /** The workspace plan's stored-task quota (null: unlimited). */
@@ -193,12 +207,22 @@ export class TaskRepository {
     });
   }
 
-  /** Refuses a change by an agent to a task assigned to another agent. */
-  assertWritable(task: TaskRecord, ctx: Pick<WriteContext, 'agentId'>): void {
+  /**
+   * Refuses a change by an agent to a task assigned to another agent, and any change its claim
+   * forbids (another agent's claim, the writer's expired claim, a stale fencing token).
+   */
+  assertWritable(task: TaskRecord, ctx: Pick<WriteContext, 'agentId' | 'moveActor' | 'fencingToken' | 'now'>): void {
     const assigned = task.agent.assignedAgentId;
     if (ctx.agentId !== undefined && assigned !== undefined && assigned !== ctx.agentId) {
       throw new ServiceError('forbidden', 'The issue is assigned to another agent', { reason: 'assigned-to-another-agent' });
     }
+    const refusal = claimWriteRefusal(task, {
+      moveActor: ctx.moveActor,
+      now: ctx.now,
+      ...(ctx.agentId !== undefined ? { agentId: ctx.agentId } : {}),
+      ...(ctx.fencingToken !== undefined ? { fencingToken: ctx.fencingToken } : {}),
+    });
+    if (refusal) throw refusal;
   }
 
   // ---- bulk update ---------------------------------------------------------------------------
@@ -283,18 +307,24 @@ export class TaskRepository {
 
   /**
    * Writes a task's new fields (conditional on the version read), keeps the dependency graph's
-   * counters right, and records activity and events.
+   * counters right, and records activity and events. A task leaving in-progress leaves its claim
+   * in the same write (the status event says how the claim ended, for the agents-claims service);
+   * `claim.start` puts the task under a new claim.
    */
-  private async write(
+  async write(
     current: TaskRecord,
     next: TaskFields,
     changes: FieldChange[],
     ctx: WriteContext,
     session: StoreSession,
-    kind: 'updated' | 'contract-updated' | 'bulk-updated',
+    kind: ChangeKind,
+    claim: ClaimWrite = {},
   ): Promise<TaskChange> {
     const id = current._id;
     const at = ctx.now.toISOString();
+    const ending = current.claim !== undefined && current.status === 'in-progress' && next.status !== 'in-progress' ? current.claim : undefined;
+    if (ending) changes = [...changes, { field: 'claim', from: ending.claimId, to: null }];
+    if (claim.start) changes = [...changes, { field: 'claim', from: null, to: claim.start.claimId }];
     const fields = changedFieldNames(changes);
     // Counters other writes maintain (time, evidence, dependents, open dependencies) are never
     // overwritten here: a bulk change may have moved them earlier in this same transaction.
@@ -308,8 +338,13 @@ export class TaskRepository {
       const deps = await this.getMany(next.dependencies, session);
       own.openDependencyCount = deps.filter((d) => d.status !== 'done').length;
     }
+    if (claim.start) {
+      own.claim = claim.start;
+      own.lastFencingToken = claim.start.fencingToken;
+    }
     for (const key of Object.keys(own)) if (own[key] === undefined) delete own[key];
-    const unset = Object.fromEntries(OPTIONAL_FIELDS.filter((k) => next[k] === undefined).map((k) => [k, '']));
+    const unset: Record<string, string> = Object.fromEntries(OPTIONAL_FIELDS.filter((k) => next[k] === undefined).map((k) => [k, '']));
+    if (ending && !claim.start) unset.claim = '';
     const record = await this.tasks.findOneAndUpdate(
       { _id: id, version: current.version },
       { $set: own, ...(Object.keys(unset).length > 0 ? { $unset: unset } : {}) },
@@ -337,12 +372,18 @@ export class TaskRepository {
       { session },
     );
     if (current.status !== next.status) {
+      // Ids only: the agents-claims service ends the claim a status move ended (by claim id).
+      const claimFacts = ending
+        ? { claimId: ending.claimId, agentId: ending.agentId, claimEnd: claim.end ?? claimEndOf(next.status) }
+        : claim.start
+          ? { claimId: claim.start.claimId, agentId: claim.start.agentId, claimStart: true }
+          : {};
       await this.outbox.add(
         {
           type: 'task.status-changed',
           workspaceId: record.workspaceId,
           actor: ctx.actor,
-          data: { subject, issueId: id, from: current.status, to: next.status },
+          data: { subject, issueId: id, from: current.status, to: next.status, ...claimFacts },
         },
         { session },
       );

@@ -1,0 +1,156 @@
+/**
+ * Test support (not part of the service): the agents-claims core over its own embedded store,
+ * talking to a real issues service (the planning harness and its claim support) through the
+ * protobuf codec, as over gRPC. Several cores may share one claims store: replicas racing.
+ */
+import { create, fromBinary, toBinary, type DescMessage, type DescService } from '@bufbuild/protobuf';
+import type { EventEnvelope } from '@planning/bus';
+import { createInProcessBus } from '@planning/bus';
+import { claimSupportOf } from '@planning/issues/testing/claim-support-harness';
+import { createPlanningHarness, type PlanningHarness } from '@planning/issues/testing/planning-harness';
+import { createRemoteAccess } from '@planning/access';
+import { createUsageMeter, type UsageMeter } from '@planning/metering';
+import { createOutbox } from '@planning/outbox';
+import { ClaimSupportService } from '@planning/proto/planning/issues/v1/claim_support_pb';
+import { ANONYMOUS_PRINCIPAL, type CallContext, type Principal, type RpcCallOptions, type RpcClient, type ServiceImplementation } from '@planning/rpc';
+import { createEmbeddedStore, type DocumentStore, type EmbeddedDocumentStore } from '@planning/store';
+import { ClaimsCore, type IssuesClient } from '../claims-core.js';
+import { ClaimService, createClaimService } from '../rpc/claim-service.js';
+import { ClaimRepository } from '../store/claims.js';
+import { IdempotencyRepository } from '../store/idempotency.js';
+import { PolicyRepository } from '../store/policies.js';
+
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+
+/** A client of an in-process implementation: every request and response passes the codec. */
+export function rpcClientOf<S extends DescService>(service: S, impl: ServiceImplementation<S>, hooks: { before?: (method: string) => Promise<void> } = {}): RpcClient<S> {
+  const client: Record<string, unknown> = { close() {} };
+  for (const method of service.methods) {
+    client[method.localName] = async (request: unknown, options: RpcCallOptions = {}) => {
+      await hooks.before?.(method.localName);
+      const input = method.input as DescMessage;
+      const output = method.output as DescMessage;
+      const req = fromBinary(input, toBinary(input, create(input, request as never)));
+      const ctx = {
+        principal: options.principal ?? ANONYMOUS_PRINCIPAL,
+        deadline: options.deadline,
+        signal: options.signal ?? new AbortController().signal,
+      } as unknown as CallContext;
+      const handler = (impl as unknown as Record<string, (r: unknown, c: CallContext) => Promise<unknown>>)[method.localName]!;
+      const res = await handler(req, ctx);
+      return fromBinary(output, toBinary(output, create(output, res as never)));
+    };
+  }
+  return client as RpcClient<S>;
+}
+
+export interface ClaimsReplica {
+  core: ClaimsCore;
+  /** The ClaimService as a gRPC client would call it. */
+  rpc: RpcClient<typeof ClaimService>;
+}
+
+export interface ClaimsHarness {
+  planning: PlanningHarness;
+  store: EmbeddedDocumentStore;
+  claims: ClaimRepository;
+  meter: UsageMeter;
+  /** The first replica. */
+  core: ClaimsCore;
+  rpc: RpcClient<typeof ClaimService>;
+  /** Another replica on the same claims store (and issues service). */
+  replica(): Promise<ClaimsReplica>;
+  /** The issues client the replicas use; `hooks.before` runs before each issues call (e.g. to crash). */
+  issuesHooks: { before?: (method: string) => Promise<void> };
+  /** An agent's API token for a workspace. */
+  agent(workspaceId: string, agentId: string, scopes?: string[]): Principal;
+  project(workspaceId: string): Promise<string>;
+  task(projectId: string, fields?: Record<string, unknown>): Promise<string>;
+  /** Feeds task status events the claims core has not seen yet to its consumer handler. */
+  deliverStatusEvents(): Promise<number>;
+  /** The task as the issues service stores it. */
+  taskRecord(issueId: string): ReturnType<PlanningHarness['planning']['tasks']['get']>;
+  /** Events the agents-claims outbox recorded (oldest first). */
+  claimEvents(type?: string): Promise<EventEnvelope[]>;
+  close(): Promise<void>;
+}
+
+export const AGENT_SCOPES = ['issues:read', 'issues:write', 'agents:read', 'agents:execute'];
+
+export async function createClaimsHarness(options: { leaseSeconds?: number; startTimeoutMs?: number; idempotencyLeaseMs?: number } = {}): Promise<ClaimsHarness> {
+  const planning = await createPlanningHarness();
+  const support = await claimSupportOf(planning);
+  const issuesHooks: ClaimsHarness['issuesHooks'] = {};
+  const issues: IssuesClient = rpcClientOf(ClaimSupportService, support, issuesHooks);
+  const access = createRemoteAccess({ getAccess: (request, opts) => planning.workspaceRpc.getAccess(request, opts?.principal ?? ANONYMOUS_PRINCIPAL) });
+  const store = createEmbeddedStore();
+  const outbox = await createOutbox({ store: store as DocumentStore, bus: createInProcessBus(), source: 'agents-claims', logger: quiet });
+  const meter = await createUsageMeter(store, { clock: () => new Date(planning.now) });
+  const claims = await ClaimRepository.open(store, outbox);
+  const replica = async (): Promise<ClaimsReplica> => {
+    const core = new ClaimsCore({
+      claims: await ClaimRepository.open(store, outbox),
+      idempotency: await IdempotencyRepository.open(store),
+      policies: await PolicyRepository.open(store, options.leaseSeconds ?? 1_800),
+      meter,
+      access,
+      issues,
+      clock: () => new Date(planning.now),
+      logger: quiet,
+      startTimeoutMs: options.startTimeoutMs ?? 15_000,
+      idempotencyLeaseMs: options.idempotencyLeaseMs ?? 30_000,
+    });
+    return { core, rpc: rpcClientOf(ClaimService, createClaimService(core)) };
+  };
+  const first = await replica();
+  const delivered = new Set<string>();
+  let projects = 0;
+  let tasks = 0;
+  return {
+    planning,
+    store,
+    claims,
+    meter,
+    core: first.core,
+    rpc: first.rpc,
+    replica,
+    issuesHooks,
+    agent: (workspaceId, agentId, scopes = AGENT_SCOPES) => ({
+      type: 'api-key',
+      id: `key_${agentId}`,
+      keyId: `key_${agentId}`,
+      workspaceId,
+      agentId,
+      isAdmin: false,
+      scopes,
+    }),
+    async project(workspaceId) {
+      const res = await planning.projects.createProject({ workspaceId, name: `Project ${++projects}` }, planning.admin);
+      return res.project!.id;
+    },
+    async task(projectId, fields = {}) {
+      const res = await planning.tasks.createTask({ projectId, title: `Task ${++tasks}`, ...fields }, planning.admin);
+      return res.task!.task!.id;
+    },
+    async deliverStatusEvents() {
+      let n = 0;
+      for (const event of await planning.events('task.status-changed')) {
+        if (delivered.has(event.id)) continue;
+        delivered.add(event.id);
+        await first.core.onTaskStatusChanged(event);
+        n += 1;
+      }
+      return n;
+    },
+    taskRecord: (issueId) => planning.planning.tasks.get(issueId),
+    async claimEvents(type) {
+      const rows = await store.collection<{ _id: string; event: EventEnvelope }>('outbox').find(type ? { 'event.type': type } : {}, { sort: { _id: 1 } });
+      return rows.map((r) => r.event);
+    },
+    async close() {
+      await outbox.stop();
+      await store.close();
+      await planning.close();
+    },
+  };
+}

@@ -1,0 +1,428 @@
+/**
+ * Agents and claims (API document endpoints 15–16, DECISIONS §7): ready work, claims, heartbeats,
+ * status posts, release, the claim list and each workspace's lease policy. Every rule lives in
+ * the agents-claims service (the MCP tools call the same methods); these routes translate HTTP to
+ * gRPC and back.
+ */
+import type { MessageShape } from '@bufbuild/protobuf';
+import { invalidInput, ServiceError } from '@planning/errors';
+import type {
+  ClaimPolicySchema,
+  ClaimSchema,
+  ClaimWorkResponse,
+  ListReadyWorkResponse,
+  MeteringSchema,
+  PostStatusResponse,
+  ReadyWorkItemSchema,
+  ReleaseClaimResponse,
+  RenewClaimResponse,
+} from '@planning/proto/planning/claims/v1/claims_pb';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { GatewayDeps } from '../deps.js';
+import { ok, page } from '../openapi.js';
+import { agentIdSchema, cursorSchema, idSchema, limitSchema } from './planning-input.js';
+
+const CLAIM_STATES = ['starting', 'active', 'released', 'completed', 'expired', 'aborted'] as const;
+
+// ---- JSON shapes ---------------------------------------------------------------------------------
+
+const str = { type: 'string' } as const;
+const nullableStr = { type: ['string', 'null'] } as const;
+const int = { type: 'integer' } as const;
+
+export const claimSchema = {
+  type: 'object',
+  required: ['id', 'workspaceId', 'issueId', 'agentId', 'state', 'fencingToken', 'expiresAt', 'leaseSeconds', 'createdAt', 'renewedAt', 'endedAt', 'endReason'],
+  properties: {
+    id: str,
+    workspaceId: str,
+    issueId: str,
+    agentId: str,
+    state: { type: 'string', enum: [...CLAIM_STATES] },
+    fencingToken: { ...int, description: 'Grows with every claim of the task; send it with writes under the claim.' },
+    expiresAt: { type: 'string', format: 'date-time', description: 'The claim is expired from this instant on.' },
+    leaseSeconds: int,
+    createdAt: { type: 'string', format: 'date-time' },
+    renewedAt: nullableStr,
+    endedAt: nullableStr,
+    endReason: nullableStr,
+  },
+} as const;
+
+export function claimJson(c: MessageShape<typeof ClaimSchema> | undefined) {
+  if (!c) throw new ServiceError('internal', 'Internal error');
+  return {
+    id: c.id,
+    workspaceId: c.workspaceId,
+    issueId: c.issueId,
+    agentId: c.agentId,
+    state: c.state,
+    fencingToken: c.fencingToken,
+    expiresAt: c.expiresAt,
+    leaseSeconds: c.leaseSeconds,
+    createdAt: c.createdAt,
+    renewedAt: c.renewedAt ?? null,
+    endedAt: c.endedAt ?? null,
+    endReason: c.endReason ?? null,
+  };
+}
+
+const meteringSchema = {
+  type: 'object',
+  required: ['allowed', 'kind', 'used', 'limit', 'period', 'resetsAt'],
+  properties: {
+    allowed: { type: 'boolean' },
+    kind: str,
+    used: int,
+    limit: { type: ['integer', 'null'], description: 'null: unlimited.' },
+    period: str,
+    resetsAt: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+export function meteringJson(m: MessageShape<typeof MeteringSchema> | undefined) {
+  if (!m) throw new ServiceError('internal', 'Internal error');
+  return { allowed: m.allowed, kind: m.kind, used: m.used, limit: m.limit ?? null, period: m.period, resetsAt: m.resetsAt };
+}
+
+const issueRefSchema = { type: 'object', required: ['id', 'status'], properties: { id: str, status: str } } as const;
+
+const readyItemSchema = {
+  type: 'object',
+  required: ['id', 'workspaceId', 'projectId', 'title', 'status', 'priority', 'labels', 'dueDate', 'createdAt', 'agent', 'openDependencyCount', 'rank', 'agentClaimQueue', 'claim'],
+  properties: {
+    id: str,
+    workspaceId: str,
+    projectId: str,
+    title: str,
+    status: str,
+    priority: str,
+    labels: { type: 'array', items: str },
+    dueDate: nullableStr,
+    createdAt: str,
+    agent: { type: 'object', required: ['assignedAgentId', 'readiness'], properties: { assignedAgentId: nullableStr, readiness: str } },
+    openDependencyCount: int,
+    rank: { ...int, description: 'Position in the queue (1 is next); 0 for the task you hold.' },
+    agentClaimQueue: {
+      type: 'object',
+      required: ['state', 'quotaState', 'nextAction', 'doneEvidence', 'whyNotClaimable'],
+      properties: {
+        state: { type: 'string', enum: ['claimable', 'blocked', 'claimed'] },
+        quotaState: { type: 'string', enum: ['within-run-budget', 'run-budget-exhausted'] },
+        nextAction: str,
+        doneEvidence: { type: 'object', required: ['completed', 'total'], properties: { completed: int, total: int } },
+        whyNotClaimable: {
+          type: ['object', 'null'],
+          description: 'Why a claim would fail now (dependencies-open, active-claim, held-by-you, agent-busy, run-budget-exhausted); null when it would succeed.',
+          required: ['reason', 'message'],
+          properties: { reason: str, message: str },
+        },
+      },
+    },
+    claim: { anyOf: [claimSchema, { type: 'null' }], description: 'Your claim on this task, if you hold it.' },
+  },
+} as const;
+
+function readyItemJson(i: MessageShape<typeof ReadyWorkItemSchema>) {
+  const q = i.agentClaimQueue;
+  return {
+    id: i.id,
+    workspaceId: i.workspaceId,
+    projectId: i.projectId,
+    title: i.title,
+    status: i.status,
+    priority: i.priority,
+    labels: i.labels,
+    dueDate: i.dueDate ?? null,
+    createdAt: i.createdAt,
+    agent: { assignedAgentId: i.assignedAgentId ?? null, readiness: i.readiness },
+    openDependencyCount: i.openDependencyCount,
+    rank: i.rank,
+    agentClaimQueue: {
+      state: q?.state ?? 'claimable',
+      quotaState: q?.quotaState ?? 'within-run-budget',
+      nextAction: q?.nextAction ?? '',
+      doneEvidence: { completed: q?.doneEvidence?.completed ?? 0, total: q?.doneEvidence?.total ?? 0 },
+      whyNotClaimable: q?.whyNotClaimable ? { reason: q.whyNotClaimable.reason, message: q.whyNotClaimable.message } : null,
+    },
+    claim: i.claim ? claimJson(i.claim) : null,
+  };
+}
+
+/*
+ * The response bodies of the agent routes, shared with the MCP claim tools (mcp/claim-tools.ts) so
+ * a tool's result is the REST body, field for field.
+ */
+const issueRef = (issue: { id: string; status: string } | undefined, issueId: string) => ({ id: issue?.id ?? issueId, status: issue?.status ?? '' });
+
+export function readyWorkBody(res: ListReadyWorkResponse) {
+  const s = res.queueSummary;
+  return {
+    data: res.items.map(readyItemJson),
+    queueSummary: { total: s?.total ?? 0, claimable: s?.claimable ?? 0, blocked: s?.blocked ?? 0, heldByYou: s?.heldByYou ?? 0, quotaState: s?.quotaState ?? 'within-run-budget' },
+    claimQueue: res.claimQueue.map((e) => ({ issueId: e.issueId, rank: e.rank, state: e.state })),
+    page: { nextCursor: res.nextCursor ?? null },
+    metering: meteringJson(res.metering),
+  };
+}
+
+export function claimWorkBody(res: ClaimWorkResponse, issueId: string) {
+  return { data: { claim: claimJson(res.claim), issue: issueRef(res.issue, issueId), metering: meteringJson(res.metering) } };
+}
+
+export function claimAndIssueBody(res: RenewClaimResponse | ReleaseClaimResponse, issueId: string) {
+  return { data: { claim: claimJson(res.claim), issue: issueRef(res.issue, issueId) } };
+}
+
+export function statusPostBody(res: PostStatusResponse, issueId: string) {
+  return {
+    data: {
+      claim: claimJson(res.claim),
+      issue: issueRef(res.issue, issueId),
+      note: { id: res.note?.id ?? '', body: res.note?.body ?? '', createdAt: res.note?.createdAt ?? '' },
+    },
+  };
+}
+
+const policySchema = {
+  type: 'object',
+  required: ['workspaceId', 'leaseSeconds', 'defaultLeaseSeconds', 'custom', 'updatedAt'],
+  properties: { workspaceId: str, leaseSeconds: int, defaultLeaseSeconds: int, custom: { type: 'boolean' }, updatedAt: nullableStr },
+} as const;
+
+function policyJson(p: MessageShape<typeof ClaimPolicySchema> | undefined) {
+  if (!p) throw new ServiceError('internal', 'Internal error');
+  return { workspaceId: p.workspaceId, leaseSeconds: p.leaseSeconds, defaultLeaseSeconds: p.defaultLeaseSeconds, custom: p.custom, updatedAt: p.updatedAt ?? null };
+}
+
+// ---- request shapes ------------------------------------------------------------------------------
+
+const issueParams = { type: 'object', required: ['issueId'], properties: { issueId: idSchema } } as const;
+const fencingToken = { type: 'integer', minimum: 1, description: "The claim's fencing token: when sent, it must be the current one (409 stale-claim otherwise)." } as const;
+/** Heartbeat and release take an optional body. */
+const tokenBody = { type: ['object', 'null'], additionalProperties: false, properties: { fencingToken } } as const;
+
+/** The `idempotency-key` header, if sent once. */
+function idempotencyKeyOf(request: FastifyRequest): string | undefined {
+  const raw = request.headers['idempotency-key'];
+  if (raw === undefined) return undefined;
+  if (Array.isArray(raw)) throw invalidInput('idempotency-key', "Send the 'idempotency-key' header once");
+  return raw;
+}
+
+const TOKEN_WRITE = { access: { auth: 'token', scope: ['issues:write', 'agents:execute'] } } as const;
+
+export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
+  const claims = deps.rpc.claims;
+
+  app.get<{ Querystring: { limit?: number; cursor?: string } }>(
+    '/api/agents/ready-work',
+    {
+      schema: {
+        summary: 'Ready work for the calling agent',
+        description:
+          "Tasks of the token's workspace with status `ready`, assigned to the token's agent or to nobody, ranked by priority, then due date, then age; the task the agent holds comes first (rank 0). Each carries `agentClaimQueue` (`state` claimable | blocked | claimed, `quotaState`, `nextAction`, `doneEvidence`, `whyNotClaimable`). Beside `data`: `queueSummary`, `claimQueue` and `metering`.",
+        querystring: { type: 'object', additionalProperties: false, properties: { limit: limitSchema, cursor: cursorSchema } },
+        response: {
+          200: {
+            type: 'object',
+            required: ['data', 'queueSummary', 'claimQueue', 'page', 'metering'],
+            properties: {
+              data: { type: 'array', items: readyItemSchema },
+              queueSummary: {
+                type: 'object',
+                required: ['total', 'claimable', 'blocked', 'heldByYou', 'quotaState'],
+                properties: { total: int, claimable: int, blocked: int, heldByYou: int, quotaState: str },
+              },
+              claimQueue: {
+                type: 'array',
+                items: { type: 'object', required: ['issueId', 'rank', 'state'], properties: { issueId: str, rank: int, state: str } },
+              },
+              page: { type: 'object', required: ['nextCursor'], properties: { nextCursor: nullableStr } },
+              metering: meteringSchema,
+            },
+          },
+        },
+      },
+      config: { access: { auth: 'token', scope: 'agents:read' } },
+    },
+    async (request) => {
+      const res = await claims.listReadyWork({ limit: request.query.limit, cursor: request.query.cursor }, { principal: request.principal });
+      return readyWorkBody(res);
+    },
+  );
+
+  app.post<{ Body: { issueId: string } }>(
+    '/api/agents/claim',
+    {
+      schema: {
+        summary: 'Claim a ready task',
+        description:
+          'Checks, in order: token scopes (403), the task is visible (404), not assigned to another agent (403), `ready` (409 `not-ready`), dependencies done (409 `dependencies-open`), no active claim on it (409 `active-claim`) nor of this agent (409 `agent-busy`), the agent-run quota (403 `quota-exceeded` with `quota`). Success meters one agent run, moves the task to `in-progress` and returns the claim with its `expiresAt` and `fencingToken`. Header `idempotency-key`: the same key and body from the same token within 24 h returns the first response (header `idempotent-replayed: true`); another body 400; while the first is running 409 `idempotency-in-flight`.',
+        headers: { type: 'object', properties: { 'idempotency-key': { type: 'string', maxLength: 255 } } },
+        body: { type: 'object', required: ['issueId'], additionalProperties: false, properties: { issueId: idSchema } },
+        response: {
+          200: ok({ type: 'object', required: ['claim', 'issue', 'metering'], properties: { claim: claimSchema, issue: issueRefSchema, metering: meteringSchema } }),
+        },
+      },
+      config: TOKEN_WRITE,
+    },
+    async (request, reply) => {
+      const key = idempotencyKeyOf(request);
+      const res = await claims.claimWork({ issueId: request.body.issueId, ...(key !== undefined ? { idempotencyKey: key } : {}) }, { principal: request.principal });
+      if (res.replayed) void reply.header('idempotent-replayed', 'true');
+      return claimWorkBody(res, request.body.issueId);
+    },
+  );
+
+  const claimAndIssue = ok({ type: 'object', required: ['claim', 'issue'], properties: { claim: claimSchema, issue: issueRefSchema } });
+
+  app.post<{ Params: { issueId: string }; Body: { fencingToken?: number } | null | undefined }>(
+    '/api/agents/claims/:issueId/heartbeat',
+    {
+      schema: {
+        summary: 'Renew your claim (heartbeat)',
+        description: 'The lease starts again from now. 409 `stale-claim` when you hold no active claim on the task (expired, released, completed, taken over) or the fencing token is not the current one.',
+        params: issueParams,
+        body: tokenBody,
+        response: { 200: claimAndIssue },
+      },
+      config: TOKEN_WRITE,
+    },
+    async (request) => {
+      const res = await claims.renewClaim({ issueId: request.params.issueId, fencingToken: request.body?.fencingToken }, { principal: request.principal });
+      return claimAndIssueBody(res, request.params.issueId);
+    },
+  );
+
+  app.post<{ Params: { issueId: string }; Body: { message: string; fencingToken?: number } }>(
+    '/api/agents/claims/:issueId/status',
+    {
+      schema: {
+        summary: 'Post a status note under your claim',
+        description: 'Records the note on the task (a comment by the agent) and renews the lease. 409 `stale-claim` as for the heartbeat.',
+        params: issueParams,
+        body: {
+          type: 'object',
+          required: ['message'],
+          additionalProperties: false,
+          properties: { message: { type: 'string', minLength: 1, maxLength: 10000 }, fencingToken },
+        },
+        response: {
+          201: ok({
+            type: 'object',
+            required: ['claim', 'issue', 'note'],
+            properties: {
+              claim: claimSchema,
+              issue: issueRefSchema,
+              note: { type: 'object', required: ['id', 'body', 'createdAt'], properties: { id: str, body: str, createdAt: str } },
+            },
+          }),
+        },
+      },
+      config: TOKEN_WRITE,
+    },
+    async (request, reply) => {
+      const res = await claims.postStatus(
+        { issueId: request.params.issueId, message: request.body.message, fencingToken: request.body.fencingToken },
+        { principal: request.principal },
+      );
+      void reply.status(201);
+      return statusPostBody(res, request.params.issueId);
+    },
+  );
+
+  app.post<{ Params: { issueId: string }; Body: { fencingToken?: number } | null | undefined }>(
+    '/api/agents/claims/:issueId/release',
+    {
+      schema: {
+        summary: 'Release (cancel) the claim on a task',
+        description:
+          'The task returns to `ready`. The holding agent (its token) or a workspace member (session) may release; another agent gets 409 `active-claim`; no active claim: 409 `stale-claim`. The agent run is not given back.',
+        params: issueParams,
+        body: tokenBody,
+        response: { 200: claimAndIssue },
+      },
+      config: { access: { auth: 'session-or-token', scope: ['issues:write', 'agents:execute'] } },
+    },
+    async (request) => {
+      const res = await claims.releaseClaim({ issueId: request.params.issueId, fencingToken: request.body?.fencingToken }, { principal: request.principal });
+      return claimAndIssueBody(res, request.params.issueId);
+    },
+  );
+
+  app.get<{ Querystring: { workspaceId?: string; issueId?: string; agentId?: string; state?: string[]; limit?: number; cursor?: string } }>(
+    '/api/agents/claims',
+    {
+      schema: {
+        summary: "A workspace's claims",
+        description: 'Newest first; by default the active ones (`starting` and `active`). `state` takes a comma-separated list. A token lists its own workspace.',
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            workspaceId: idSchema,
+            issueId: idSchema,
+            agentId: agentIdSchema,
+            state: { type: 'array', maxItems: 6, items: { type: 'string', maxLength: 200 }, description: 'Comma-separated states (any of).' },
+            limit: limitSchema,
+            cursor: cursorSchema,
+          },
+        },
+        response: { 200: page(claimSchema) },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'agents:read' } },
+    },
+    async (request) => {
+      const q = request.query;
+      const states = (q.state ?? []).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean);
+      const res = await claims.listClaims(
+        { workspaceId: q.workspaceId, issueId: q.issueId, agentId: q.agentId, states, limit: q.limit, cursor: q.cursor },
+        { principal: request.principal },
+      );
+      return { data: res.claims.map(claimJson), page: { nextCursor: res.nextCursor ?? null } };
+    },
+  );
+
+  app.get<{ Querystring: { workspaceId: string } }>(
+    '/api/agents/claim-policy',
+    {
+      schema: {
+        summary: "A workspace's claim lease",
+        querystring: { type: 'object', required: ['workspaceId'], additionalProperties: false, properties: { workspaceId: idSchema } },
+        response: { 200: ok(policySchema) },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'agents:read' } },
+    },
+    async (request) => {
+      const res = await claims.getClaimPolicy({ workspaceId: request.query.workspaceId }, { principal: request.principal });
+      return { data: policyJson(res.policy) };
+    },
+  );
+
+  app.put<{ Body: { workspaceId: string; leaseSeconds: number | null } }>(
+    '/api/agents/claim-policy',
+    {
+      schema: {
+        summary: "Set a workspace's claim lease",
+        description: '`leaseSeconds` from 1 to 86,400, or null for the service default (`CLAIM_LEASE_SECONDS`, 30 minutes unless configured). Applies to claims made or renewed afterwards. Workspace admins (token: `admin`).',
+        body: {
+          type: 'object',
+          required: ['workspaceId', 'leaseSeconds'],
+          additionalProperties: false,
+          properties: { workspaceId: idSchema, leaseSeconds: { type: ['integer', 'null'], minimum: 1, maximum: 86400 } },
+        },
+        response: { 200: ok(policySchema) },
+      },
+      config: { access: { auth: 'session-or-token', scope: 'admin' } },
+    },
+    async (request) => {
+      const { workspaceId, leaseSeconds } = request.body;
+      const res = await claims.setClaimPolicy(
+        { workspaceId, ...(leaseSeconds !== null ? { leaseSeconds } : {}) },
+        { principal: request.principal },
+      );
+      return { data: policyJson(res.policy) };
+    },
+  );
+}

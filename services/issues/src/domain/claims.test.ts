@@ -1,0 +1,92 @@
+import type { ServiceError } from '@planning/errors';
+import { describe, expect, it } from 'vitest';
+import { claimEndOf, claimWriteRefusal, queueKeyOf, startRefusal, type ClaimMirror } from './claims.js';
+import { compareQueue } from './ranking.js';
+import { PRIORITIES, type Priority } from './tasks.js';
+
+const now = new Date('2025-06-02T10:00:00.000Z');
+const claim: ClaimMirror = { claimId: 'clm_1', agentId: 'agent-a', fencingToken: 3, expiresAt: '2025-06-02T10:30:00.000Z' };
+const expired: ClaimMirror = { ...claim, expiresAt: '2025-06-02T09:59:59.999Z' };
+
+function reasonOf(err: ServiceError | undefined): string | undefined {
+  return err ? `${err.code}/${err.details.reason ?? ''}` : undefined;
+}
+
+describe('claims: agent writes under a claim', () => {
+  it('claims: the holder writes before expiry, with or without its current fencing token', () => {
+    expect(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-a', now })).toBeUndefined();
+    expect(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-a', fencingToken: 3, now })).toBeUndefined();
+  });
+
+  it('claims: another agent gets 409 active-claim; the holder after expiry 409 stale-claim', () => {
+    expect(reasonOf(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-b', now }))).toBe('work-already-claimed/active-claim');
+    expect(reasonOf(claimWriteRefusal({ claim: expired }, { moveActor: 'agent', agentId: 'agent-a', now }))).toBe('work-already-claimed/stale-claim');
+    // Exactly at expiresAt the claim is over.
+    const atExpiry = new Date(claim.expiresAt);
+    expect(reasonOf(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-a', now: atExpiry }))).toBe('work-already-claimed/stale-claim');
+  });
+
+  it('claims: a stale fencing token is refused, from anyone, and a token with no claim on the task too', () => {
+    expect(reasonOf(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-a', fencingToken: 2, now }))).toBe('work-already-claimed/stale-claim');
+    expect(reasonOf(claimWriteRefusal({ claim }, { moveActor: 'human', fencingToken: 2, now }))).toBe('work-already-claimed/stale-claim');
+    expect(reasonOf(claimWriteRefusal({}, { moveActor: 'agent', agentId: 'agent-a', fencingToken: 1, now }))).toBe('work-already-claimed/stale-claim');
+  });
+
+  it('claims: people and services may change a claimed task; unclaimed tasks are not fenced', () => {
+    expect(claimWriteRefusal({ claim }, { moveActor: 'human', now })).toBeUndefined();
+    expect(claimWriteRefusal({ claim: expired }, { moveActor: 'system', now })).toBeUndefined();
+    expect(claimWriteRefusal({}, { moveActor: 'agent', agentId: 'agent-b', now })).toBeUndefined();
+  });
+});
+
+describe('claims: starting work', () => {
+  const ready = { status: 'ready' as const, openDependencyCount: 0 };
+
+  it('claims: a ready task without dependencies, unassigned or assigned to the agent, can start', () => {
+    expect(startRefusal(ready, 'agent-a', now)).toBeUndefined();
+    expect(startRefusal({ ...ready, assignedAgentId: 'agent-a' }, 'agent-a', now)).toBeUndefined();
+  });
+
+  it('claims: refusals come in the order of DECISIONS §7', () => {
+    // Assigned to another agent beats everything else.
+    expect(reasonOf(startRefusal({ status: 'done', openDependencyCount: 2, assignedAgentId: 'agent-b' }, 'agent-a', now))).toBe('forbidden/assigned-to-another-agent');
+    expect(reasonOf(startRefusal({ status: 'backlog', openDependencyCount: 2 }, 'agent-a', now))).toBe('work-already-claimed/not-ready');
+    expect(reasonOf(startRefusal({ ...ready, openDependencyCount: 1 }, 'agent-a', now))).toBe('work-already-claimed/dependencies-open');
+  });
+
+  it('claims: a task in progress under an unexpired claim answers active-claim (for its holder too); under an expired one, not-ready', () => {
+    const held = { status: 'in-progress' as const, openDependencyCount: 0, claim };
+    expect(reasonOf(startRefusal(held, 'agent-b', now))).toBe('work-already-claimed/active-claim');
+    expect(startRefusal(held, 'agent-a', now)?.message).toMatch(/already holds/);
+    expect(reasonOf(startRefusal({ ...held, claim: expired }, 'agent-b', now))).toBe('work-already-claimed/not-ready');
+  });
+
+  it('claims: a move out of in-progress completes the claim (review, done, cancelled) or releases it', () => {
+    expect(claimEndOf('in-review')).toBe('completed');
+    expect(claimEndOf('done')).toBe('completed');
+    expect(claimEndOf('cancelled')).toBe('completed');
+    expect(claimEndOf('ready')).toBe('released');
+    expect(claimEndOf('blocked')).toBe('released');
+  });
+});
+
+describe('claims: queue key', () => {
+  it('claims: queue keys sort exactly as the work-queue order (priority, due date, age, id)', () => {
+    const dates = [undefined, '2025-06-01', '2025-06-10', '2026-01-01'];
+    const created = ['2025-01-01T00:00:00.000Z', '2025-03-01T00:00:00.000Z'];
+    const tasks = [];
+    let n = 0;
+    for (const priority of PRIORITIES) {
+      for (const dueDate of dates) {
+        for (const createdAt of created) {
+          tasks.push({ id: `iss_${String(++n).padStart(3, '0')}`, priority: priority as Priority, createdAt, ...(dueDate ? { dueDate } : {}) });
+        }
+      }
+    }
+    const shuffled = [...tasks].sort((a, b) => (a.id.charCodeAt(5) * 7 + a.id.charCodeAt(6)) % 11 - (b.id.charCodeAt(5) * 7 + b.id.charCodeAt(6)) % 11);
+    const byKey = [...shuffled].sort((a, b) => (queueKeyOf(a) < queueKeyOf(b) ? -1 : 1)).map((t) => t.id);
+    const byRank = [...shuffled].sort(compareQueue).map((t) => t.id);
+    expect(byKey).toEqual(byRank);
+    expect(byKey[0]).toBe(tasks.find((t) => t.priority === 'urgent' && t.dueDate === '2025-06-01')?.id);
+  });
+});

@@ -1,0 +1,256 @@
+import { conflict, ServiceError } from '@planning/errors';
+import { newId } from '@planning/ids';
+import type { Outbox } from '@planning/outbox';
+import type { Filter, StoreSession } from '@planning/store';
+import { isUnexpired, queueKeyOf, startRefusal, type ClaimMirror, type EndOutcome } from '../domain/claims.js';
+import { applyPatch } from '../domain/tasks.js';
+import { fieldsOf, type Actor, type CommentRecord, type TaskRecord } from './task-documents.js';
+import type { TaskRecordRepository } from './task-records.js';
+import type { ChangeKind, TaskRepository } from './tasks.js';
+
+const PROJECTION = { searchText: 0 } as const;
+
+const END_KINDS: Readonly<Record<EndOutcome, ChangeKind>> = {
+  released: 'claim-released',
+  expired: 'claim-expired',
+  aborted: 'claim-aborted',
+};
+
+export interface StartInput {
+  issueId: string;
+  claimId: string;
+  agentId: string;
+  expiresAt: string;
+  /** No start after this instant (RFC 3339). */
+  startBy: string;
+  actor: Actor;
+  now: Date;
+}
+
+export interface ReadyPage {
+  tasks: { task: TaskRecord; rank: number }[];
+  total: number;
+  blocked: number;
+  /** The queue key and rank of the page's last task, when there may be more. */
+  next?: { after: string; rank: number };
+}
+
+/**
+ * Tasks stored before the queue key existed get theirs (the ready queue walks it). Idempotent:
+ * the update is conditional on the key still missing, so replicas starting together agree.
+ */
+async function backfillQueueKeys(tasks: TaskRepository): Promise<void> {
+  for (;;) {
+    const missing = await tasks.tasks.find({ queueKey: { $exists: false } }, { limit: 500, projection: { _id: 1, priority: 1, dueDate: 1, createdAt: 1 } });
+    if (missing.length === 0) return;
+    for (const t of missing) {
+      const key = queueKeyOf({ id: t._id, priority: t.priority, createdAt: t.createdAt, ...(t.dueDate !== undefined ? { dueDate: t.dueDate } : {}) });
+      await tasks.tasks.updateOne({ _id: t._id, queueKey: { $exists: false } }, { $set: { queueKey: key } });
+    }
+  }
+}
+
+/** A new task id can never start with this; claim ids sort above it. */
+const NO_CLAIM = '';
+
+/**
+ * The issues side of claims: a task in progress under a claim carries its mirror, written in the
+ * same change as the status (through `TaskRepository.write`, so activity, events and the
+ * dependency graph stay right). Every change here is conditional on what it read inside one
+ * transaction, so concurrent starts, ends and sweeps of the same claim decide once.
+ */
+export class ClaimSupportRepository {
+  private constructor(
+    private readonly tasks: TaskRepository,
+    private readonly records: TaskRecordRepository,
+    private readonly outbox: Outbox,
+  ) {}
+
+  static async open(outbox: Outbox, tasks: TaskRepository, records: TaskRecordRepository): Promise<ClaimSupportRepository> {
+    await tasks.tasks.createIndexes([
+      // The ready queue: an ordered walk of one workspace's ready tasks that stops after a page.
+      { name: 'ws_status_queue', keys: { workspaceId: 1, status: 1, queueKey: 1 } },
+      // Expired claims, for the sweeper; claims by id, for reconciling with the claims store.
+      { name: 'claim_expiry', keys: { 'claim.expiresAt': 1 } },
+      { name: 'claim_id', keys: { 'claim.claimId': 1 } },
+    ]);
+    await backfillQueueKeys(tasks);
+    return new ClaimSupportRepository(tasks, records, outbox);
+  }
+
+  get(issueId: string, session?: StoreSession): Promise<TaskRecord | null> {
+    return this.tasks.get(issueId, session);
+  }
+
+  /** ready -> in-progress under the claim, with the next fencing token. Idempotent for the same claim. */
+  async start(input: StartInput): Promise<TaskRecord> {
+    return this.outbox.transaction(async (session) => {
+      const current = await this.tasks.get(input.issueId, session);
+      if (!current) throw new ServiceError('not-found', 'Issue not found');
+      if (current.claim?.claimId === input.claimId) return current;
+      if (input.now.toISOString() > input.startBy) {
+        throw conflict('stale-claim', 'The claim did not start in time; it is being ended. Claim the issue again');
+      }
+      const refusal = startRefusal(
+        {
+          status: current.status,
+          openDependencyCount: current.openDependencyCount,
+          ...(current.agent.assignedAgentId !== undefined ? { assignedAgentId: current.agent.assignedAgentId } : {}),
+          ...(current.claim ? { claim: current.claim } : {}),
+        },
+        input.agentId,
+        input.now,
+      );
+      if (refusal) throw refusal;
+      const { next, changes } = applyPatch(fieldsOf(current), { status: 'in-progress' }, 'claim', () => newId('chk'));
+      const claim: ClaimMirror = {
+        claimId: input.claimId,
+        agentId: input.agentId,
+        fencingToken: (current.lastFencingToken ?? 0) + 1,
+        expiresAt: input.expiresAt,
+      };
+      const ctx = { actor: input.actor, now: input.now, moveActor: 'claim' as const };
+      return (await this.tasks.write(current, next, changes, ctx, session, 'claimed', { start: claim })).task;
+    });
+  }
+
+  /** Moves the mirror's expiry forward, while the task is in progress under this unexpired claim. */
+  async renew(issueId: string, claimId: string, expiresAt: string, now: Date): Promise<TaskRecord> {
+    const renewed = await this.tasks.tasks.findOneAndUpdate(
+      { _id: issueId, status: 'in-progress', 'claim.claimId': claimId, 'claim.expiresAt': { $gt: now.toISOString() } },
+      { $max: { 'claim.expiresAt': expiresAt } },
+      { projection: PROJECTION },
+    );
+    if (renewed) return renewed;
+    if (!(await this.tasks.get(issueId))) throw new ServiceError('not-found', 'Issue not found');
+    throw conflict('stale-claim', 'The claim is no longer active on this issue (expired, released, completed or replaced)');
+  }
+
+  /**
+   * Ends the claim on the task: in progress under it, the task returns to ready. Anything else
+   * (the task moved on, or is under another claim) is left alone; so is a claim that is not
+   * expired yet when `onlyIfExpired` (the sweeper, racing a renewal).
+   */
+  async end(
+    issueId: string,
+    claimId: string,
+    outcome: EndOutcome,
+    actor: Actor,
+    now: Date,
+    options: { onlyIfExpired?: boolean } = {},
+  ): Promise<{ ended: boolean; task: TaskRecord | null }> {
+    return this.outbox.transaction(async (session) => {
+      const current = await this.tasks.get(issueId, session);
+      if (!current) return { ended: false, task: null };
+      const claim = current.claim;
+      if (current.status !== 'in-progress' || claim?.claimId !== claimId) return { ended: false, task: current };
+      if (options.onlyIfExpired && isUnexpired(claim, now)) return { ended: false, task: current };
+      const { next, changes } = applyPatch(fieldsOf(current), { status: 'ready' }, 'system', () => newId('chk'));
+      const ctx = { actor, now, moveActor: 'system' as const };
+      const result = await this.tasks.write(current, next, changes, ctx, session, END_KINDS[outcome], { end: outcome });
+      return { ended: true, task: result.task };
+    });
+  }
+
+  /** A status note by the holder (a comment) and a renewed mirror, in one change. */
+  async postStatus(
+    issueId: string,
+    claimId: string,
+    body: string,
+    expiresAt: string,
+    actor: Actor,
+    now: Date,
+  ): Promise<{ comment: CommentRecord; task: TaskRecord }> {
+    return this.outbox.transaction(async (session) => {
+      const current = await this.tasks.get(issueId, session);
+      if (!current) throw new ServiceError('not-found', 'Issue not found');
+      const claim = current.claim;
+      if (current.status !== 'in-progress' || claim?.claimId !== claimId || !isUnexpired(claim, now)) {
+        throw conflict('stale-claim', 'The claim is no longer active on this issue (expired, released, completed or replaced)');
+      }
+      const record: CommentRecord = {
+        _id: newId('cmt'),
+        workspaceId: current.workspaceId,
+        issueId,
+        authorId: actor.id,
+        authorType: actor.type,
+        body,
+        createdAt: now.toISOString(),
+      };
+      await this.records.comments.insertOne(record, { session });
+      await this.tasks.touch(current, 'status-posted', { actor, now }, session, {}, [{ field: 'comments', to: record._id }]);
+      await this.tasks.tasks.updateOne({ _id: issueId }, { $max: { 'claim.expiresAt': expiresAt } }, { session });
+      await this.outbox.add(
+        {
+          type: 'comment.added',
+          workspaceId: current.workspaceId,
+          actor,
+          data: { subject: { type: 'comment', id: record._id }, issueId, statusPost: true },
+        },
+        { session },
+      );
+      const task = await this.tasks.get(issueId, session);
+      return { comment: record, task: task ?? current };
+    });
+  }
+
+  /** Tasks in progress under a claim whose mirrored expiry passed go back to ready (at most `limit`). */
+  async releaseExpired(now: Date, limit: number, actor: Actor): Promise<{ task: TaskRecord; claim: ClaimMirror }[]> {
+    const due = await this.tasks.tasks.find(
+      { 'claim.expiresAt': { $lte: now.toISOString() } },
+      { sort: { 'claim.expiresAt': 1 }, limit, projection: PROJECTION },
+    );
+    const released: { task: TaskRecord; claim: ClaimMirror }[] = [];
+    for (const task of due) {
+      const claim = task.claim;
+      if (!claim) continue;
+      // Several sweepers may find the same task: the conditional end decides once.
+      const result = await this.end(task._id, claim.claimId, 'expired', actor, now, { onlyIfExpired: true });
+      if (result.ended && result.task) released.push({ task: result.task, claim });
+    }
+    return released;
+  }
+
+  /** Tasks carrying a claim mirror, by claim id after `after`. */
+  async listClaimed(after: string | undefined, limit: number): Promise<{ tasks: TaskRecord[]; nextAfter?: string }> {
+    const rows = await this.tasks.tasks.find(
+      { 'claim.claimId': { $gt: after ?? NO_CLAIM } },
+      { sort: { 'claim.claimId': 1 }, limit: limit + 1, projection: PROJECTION },
+    );
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return { tasks: page, ...(rows.length > limit && last?.claim ? { nextAfter: last.claim.claimId } : {}) };
+  }
+
+  /**
+   * One page of a workspace's ready queue for an agent: ready tasks assigned to it or to nobody,
+   * in queue order, after the queue key `after`; with the counts over every page.
+   */
+  async listReady(workspaceId: string, agentId: string, limit: number, after?: { key: string; rank: number }): Promise<ReadyPage> {
+    const filter: Filter = {
+      workspaceId,
+      status: 'ready',
+      $or: [{ 'agent.assignedAgentId': agentId }, { 'agent.assignedAgentId': { $exists: false } }],
+    };
+    const pageFilter: Filter = after ? { ...filter, queueKey: { $gt: after.key } } : filter;
+    const [rows, total, blocked] = await Promise.all([
+      this.tasks.tasks.find(pageFilter, { sort: { queueKey: 1 }, limit: limit + 1, projection: PROJECTION }),
+      this.tasks.tasks.countDocuments(filter),
+      this.tasks.tasks.countDocuments({ ...filter, openDependencyCount: { $gt: 0 } }),
+    ]);
+    const base = after?.rank ?? 0;
+    const page = rows.slice(0, limit).map((task, i) => ({ task, rank: base + i + 1 }));
+    const last = page[page.length - 1];
+    return {
+      tasks: page,
+      total,
+      blocked,
+      ...(rows.length > limit && last ? { next: { after: last.task.queueKey, rank: last.rank } } : {}),
+    };
+  }
+
+  /** The task in progress under a claim of this agent, if any. */
+  async heldBy(workspaceId: string, agentId: string): Promise<TaskRecord | null> {
+    return this.tasks.tasks.findOne({ workspaceId, status: 'in-progress', 'claim.agentId': agentId }, { projection: PROJECTION });
+  }
+}
