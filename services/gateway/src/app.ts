@@ -10,6 +10,8 @@ import { agentRoutes } from './routes/agents.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { authRoutes } from './routes/auth.js';
 import { billingRoutes } from './routes/billing.js';
+import { mcpRoutes } from './mcp/route.js';
+import { guidanceRoutes } from './routes/guidance.js';
 import { initiativeRoutes } from './routes/initiatives.js';
 import { issueRecordRoutes } from './routes/issue-records.js';
 import { issueRoutes } from './routes/issues.js';
@@ -45,6 +47,8 @@ export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Pr
   await taskContractRoutes(app, deps);
   await agentRoutes(app, deps);
   await adminRoutes(app, deps);
+  await guidanceRoutes(app, deps);
+  await mcpRoutes(app, deps);
 }
 
 /** A complete gateway app without `listen()`. */

@@ -37,4 +37,11 @@ export const gatewaySettings = {
   AUDIT_DENIALS_PER_SOURCE_PER_MINUTE: env.int(1, 100_000).default(30),
   /** Denial audit events written per gateway replica per minute, all sources together. */
   AUDIT_DENIALS_PER_MINUTE: env.int(1, 1_000_000).default(600),
+
+  /**
+   * Browser origins allowed to call the MCP endpoint (comma-separated, e.g. `https://app.example.com`;
+   * `*`: any). A request whose Origin header is present and not listed gets 403 (DNS-rebinding
+   * defence); requests without Origin (agents, CLIs) are not affected.
+   */
+  MCP_ALLOWED_ORIGINS: env.list().default([]),
 };

@@ -4,6 +4,7 @@ import type { Outbox } from '@planning/outbox';
 import type { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
 import type { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
 import type { AgentService } from '@planning/proto/planning/issues/v1/agents_pb';
+import type { GuidanceService } from '@planning/proto/planning/issues/v1/guidance_pb';
 import type { ProgramService } from '@planning/proto/planning/issues/v1/programs_pb';
 import type { ProjectService } from '@planning/proto/planning/issues/v1/projects_pb';
 import type { TaskRecordService } from '@planning/proto/planning/issues/v1/task_records_pb';
@@ -52,6 +53,8 @@ export interface GatewayDeps {
     programs: RpcClient<typeof ProgramService>;
     tasks: RpcClient<typeof TaskService>;
     taskRecords: RpcClient<typeof TaskRecordService>;
+    /** Customization, working standards, knowledge documents, context packs and launch readiness. */
+    guidance: RpcClient<typeof GuidanceService>;
     /** The agents-claims service: ready work, claims, leases, status posts, release, lease policy. */
     claims: RpcClient<typeof ClaimService>;
     /** Each service answers for its own quota kinds. */

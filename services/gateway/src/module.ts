@@ -3,6 +3,7 @@ import { createOutbox } from '@planning/outbox';
 import { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
 import { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
 import { AgentService } from '@planning/proto/planning/issues/v1/agents_pb';
+import { GuidanceService } from '@planning/proto/planning/issues/v1/guidance_pb';
 import { ProgramService } from '@planning/proto/planning/issues/v1/programs_pb';
 import { ProjectService } from '@planning/proto/planning/issues/v1/projects_pb';
 import { TaskRecordService } from '@planning/proto/planning/issues/v1/task_records_pb';
@@ -138,6 +139,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
         programs: clients.client('issues', ProgramService),
         tasks: clients.client('issues', TaskService),
         taskRecords: clients.client('issues', TaskRecordService),
+        guidance: clients.client('issues', GuidanceService),
         claims: clients.client('agents-claims', ClaimService),
         usage: {
           issues: clients.client('issues', UsageService),

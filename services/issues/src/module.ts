@@ -13,11 +13,13 @@ import { openPlanning, ProgramService, ProjectService, TaskRecordService, TaskSe
 import { registerUsageProvider } from '@planning/metering';
 import { AgentService, createAgentService } from './rpc/agent-service.js';
 import { ClaimSupportService, createClaimSupportService } from './rpc/claim-support.js';
+import { createGuidanceService, GuidanceService } from './rpc/guidance-service.js';
 import { createPlanningAccess } from './rpc/planning-access.js';
 import { createIssuesUsageProvider } from './rpc/usage-provider.js';
 import { createLocalAccess, createWorkspaceService, WorkspaceService } from './rpc/workspace-service.js';
 import { AgentRepository } from './store/agents.js';
 import { ClaimSupportRepository } from './store/claim-support.js';
+import { GuidanceRepository } from './store/guidance.js';
 import { storedTaskCounter } from './store/usage.js';
 import { WorkspaceRepository } from './store/workspaces.js';
 
@@ -56,6 +58,18 @@ export const issuesModule: ModuleDefinition<IssuesSettings> = {
       ClaimSupportService,
       createClaimSupportService({
         repo: await ClaimSupportRepository.open(outbox, planning.tasks, planning.records),
+        access: createPlanningAccess(access, workspaces),
+        clock,
+      }),
+    );
+    const guidance = await GuidanceRepository.open(store, outbox);
+    rpc.addService(
+      GuidanceService,
+      createGuidanceService({
+        guidance,
+        planning: planning.planning,
+        tasks: planning.tasks,
+        records: planning.records,
         access: createPlanningAccess(access, workspaces),
         clock,
       }),

@@ -1,0 +1,452 @@
+/**
+ * The MCP tool catalog: the 25 `service.`-prefixed tools (API document §4, endpoint 14) with
+ * their titles, descriptions, argument and result schemas, annotations and the token scopes each
+ * needs. Static data only; `tools.ts` binds each tool to the gRPC calls of its REST twin.
+ *
+ * Descriptions say what the tool does, when to call it and what it changes, in as few words as
+ * that takes: every listed tool costs an agent context on every session (docs/benchmarks.md).
+ */
+import type { Scope } from '@planning/plans';
+
+export const TOOL_PREFIX = 'service.';
+
+/** MCP lists are paged like REST's; without `limit` they return 20 items (REST: up to 500), to spare the agent's context. */
+export const MCP_DEFAULT_LIMIT = 20;
+
+type Json = Record<string, unknown>;
+
+export interface ToolAnnotations {
+  readOnlyHint: boolean;
+  destructiveHint: boolean;
+  idempotentHint: boolean;
+  openWorldHint: false;
+}
+
+export interface ToolDefinition {
+  /** Without the prefix, e.g. `search_issues`. */
+  name: string;
+  title: string;
+  description: string;
+  inputSchema: Json;
+  outputSchema: Json;
+  annotations: ToolAnnotations;
+  /** Token scopes the tool needs (beyond the endpoint's `issues:read`). */
+  scopes: readonly Scope[];
+  /** Listed by `?toolset=core` (DECISIONS §12). */
+  core: boolean;
+  /** The issue-named tool a task-named alias shares its implementation with. */
+  aliasOf?: string;
+}
+
+// ---- schema builders -------------------------------------------------------------------------
+
+const str = (description?: string): Json => (description ? { type: 'string', description } : { type: 'string' });
+const int = (minimum: number, maximum: number, description?: string): Json => ({ type: 'integer', minimum, maximum, ...(description ? { description } : {}) });
+const strs: Json = { type: 'array', items: { type: 'string' } };
+const enumOf = (values: readonly string[]): Json => ({ type: 'string', enum: [...values] });
+const enums = (values: readonly string[]): Json => ({ type: 'array', items: enumOf(values) });
+const args = (properties: Json, required: string[] = []): Json => ({
+  type: 'object',
+  properties,
+  ...(required.length > 0 ? { required } : {}),
+  additionalProperties: false,
+});
+/**
+ * Results are the REST response body: `{ data }` (lists add `page`). `data` is not `required`:
+ * a refusal's structuredContent is `{ error }`, and some deployed clients validate it too.
+ */
+const result = (data: Json, extra: Json = {}): Json => ({ type: 'object', properties: { data, ...extra } });
+const page: Json = { type: 'object', properties: { nextCursor: { type: ['string', 'null'] } } };
+const list = (item: Json, extra: Json = {}): Json => result({ type: 'array', items: item }, { page, ...extra });
+const shape = (keys: string[]): Json => ({ type: 'object', required: keys });
+
+const STATUSES = ['backlog', 'ready', 'in-progress', 'in-review', 'blocked', 'done', 'cancelled'] as const;
+const PRIORITIES = ['urgent', 'high', 'medium', 'low', 'none'] as const;
+const EVIDENCE_KINDS = ['link', 'log', 'test-result', 'artifact', 'note'] as const;
+const REMINDER_KINDS = ['missing-dates', 'stale-update', 'missing-time', 'overdue'] as const;
+
+const issueId = str();
+const limit = int(1, 200, 'Page size (default 20).');
+const cursor = str('page.nextCursor of the previous call.');
+const fencingToken = { type: 'integer', description: 'From claim_work; a replaced or expired claim is refused.' };
+const sectionText = { type: ['string', 'null'] };
+const sectionList = { type: ['array', 'null'], items: { type: 'string' } };
+const instructions = args({
+  objective: sectionText,
+  constraints: sectionList,
+  expectedOutput: sectionText,
+  verification: sectionList,
+  permissions: sectionList,
+  escalation: sectionText,
+});
+
+const issue = shape(['id', 'title', 'status', 'priority', 'taskHealth']);
+const claimResult = result(shape(['claim', 'issue']));
+
+const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+const ADD: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false };
+const SET: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+
+const WRITE_SCOPES: readonly Scope[] = ['issues:write', 'agents:execute'];
+
+// ---- the tools -------------------------------------------------------------------------------
+
+const ISSUE_TOOLS: ToolDefinition[] = [
+  {
+    name: 'search_issues',
+    title: 'Search issues',
+    description:
+      'Search tasks of your workspace by filters and literal text. Call before any write: each issue has taskHealth (blocksAgentClaim, firstReminder, safeNextActions). Read-only.',
+    inputSchema: args({
+      q: str('Literal text in title or description.'),
+      status: enums(STATUSES),
+      priority: enums(PRIORITIES),
+      label: strs,
+      projectId: str(),
+      milestoneId: str(),
+      initiativeId: str(),
+      assignedAgentId: str(),
+      dependencyState: enumOf(['blocked', 'unblocked']),
+      sort: enumOf(['priority', 'updatedAt', 'createdAt', 'dueDate', 'title']),
+      direction: enumOf(['asc', 'desc']),
+      includeDependencyGraph: { type: 'boolean' },
+      limit,
+      cursor,
+    }),
+    outputSchema: result({ type: 'object', properties: { issues: { type: 'array', items: issue } }, required: ['issues'] }, { page }),
+    annotations: READ,
+    scopes: [],
+    core: true,
+  },
+  {
+    name: 'create_issue',
+    title: 'Create an issue',
+    description: 'Create a task in a project (status ready unless given). Not idempotent: a retry creates another task.',
+    inputSchema: args(
+      {
+        projectId: str(),
+        title: str(),
+        description: str(),
+        status: enumOf(STATUSES),
+        priority: enumOf(PRIORITIES),
+        labels: strs,
+        milestoneId: str(),
+        initiativeId: str(),
+        parentId: str(),
+        dueDate: str('YYYY-MM-DD'),
+        estimate: { type: 'number', minimum: 0 },
+        dependencies: strs,
+        acceptanceChecks: { type: 'array', items: args({ title: str(), done: { type: 'boolean' } }, ['title']) },
+        agent: args({ assignedAgentId: str(), instructions }),
+      },
+      ['projectId', 'title'],
+    ),
+    outputSchema: result(issue),
+    annotations: ADD,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'update_issue_status',
+    title: 'Move an issue',
+    description:
+      'Change a task\'s status along the allowed moves. in-review, done or cancelled completes your claim; ready releases it. Pass fencingToken when you hold the claim. Idempotent.',
+    inputSchema: args({ issueId, status: enumOf(STATUSES), version: int(1, 2 ** 31 - 1, 'Apply only at this version.'), fencingToken }, ['issueId', 'status']),
+    outputSchema: result(issue, { meta: { type: 'object', properties: { changedFields: strs } } }),
+    annotations: SET,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'list_issue_reminders',
+    title: 'Issue reminders',
+    description:
+      'Open tasks with missing dates, stale updates, missing time or overdue dates, most urgent first, each with safeNextActions. Follow them before claiming such work. Read-only.',
+    inputSchema: args({ projectId: str(), assignedAgentId: str(), kind: enums(REMINDER_KINDS), limit, cursor }),
+    outputSchema: list(shape(['issueId', 'reminders', 'safeNextActions'])),
+    annotations: READ,
+    scopes: [],
+    core: false,
+  },
+];
+
+const TOOLS: ToolDefinition[] = [
+  {
+    name: 'get_client_bootstrap',
+    title: 'Client bootstrap',
+    description: 'Who you are: agent, workspace, plan, scopes, rate limit and the recommended call order marked by what your token may call. Read-only.',
+    inputSchema: args({}),
+    outputSchema: result(shape(['identity', 'workspace', 'scopes', 'rateLimit', 'recommendedCallOrder'])),
+    annotations: READ,
+    scopes: [],
+    core: false,
+  },
+  {
+    name: 'get_agent_preflight',
+    title: 'Agent preflight',
+    description:
+      'Call first. firstSessionDecision says what to do now (resume-claim, claim-next, wait-for-approval, no-ready-work, read-only) from checks of scopes, quotas, your held claim and pending approvals. Read-only.',
+    inputSchema: args({}),
+    outputSchema: result(shape(['firstSessionDecision', 'checks'])),
+    annotations: READ,
+    scopes: [],
+    core: false,
+  },
+  {
+    name: 'get_workspace_customization',
+    title: 'Workspace customization',
+    description:
+      "The workspace's viewModes (Cards, List, Tags, Swimlanes), viewPresets, adminSetupPath, rulesCenter, evidencePolicy and handoffPacket. Keep them for the task run. Read-only.",
+    inputSchema: args({}),
+    outputSchema: result(shape(['viewModes', 'viewPresets', 'adminSetupPath', 'rulesCenter', 'evidencePolicy', 'handoffPacket'])),
+    annotations: READ,
+    scopes: [],
+    core: false,
+  },
+  {
+    name: 'get_market_standards',
+    title: 'Working standards',
+    description: "The workspace's published working standards: definition of done, review and evidence expectations. Read-only.",
+    inputSchema: args({}),
+    outputSchema: result(shape(['definitionOfDone', 'reviewExpectations', 'evidenceExpectations', 'source'])),
+    annotations: READ,
+    scopes: [],
+    core: false,
+  },
+  {
+    name: 'get_launch_readiness',
+    title: 'Launch readiness',
+    description: "Launch readiness from the workspace's launch-blocker tasks and evidence, with the open blockers and their next actions. Read-only.",
+    inputSchema: args({}),
+    outputSchema: result(shape(['implementation', 'launchProof', 'blockers'])),
+    annotations: READ,
+    scopes: [],
+    core: false,
+  },
+  {
+    name: 'search_knowledgebase',
+    title: 'Search the knowledgebase',
+    description: "Search the workspace's documents (every word must match title, tags or body), best first, with bodies. Read-only.",
+    inputSchema: args({ q: str(), tags: strs, projectId: str(), initiativeId: str(), limit: int(1, 200, 'Default 5.'), cursor }),
+    outputSchema: list(shape(['document', 'score', 'snippet'])),
+    annotations: READ,
+    scopes: [],
+    core: false,
+  },
+  {
+    name: 'list_ready_work',
+    title: 'Ready work',
+    description: 'Ready tasks you may claim, ranked, each with agentClaimQueue (state, quotaState, nextAction, doneEvidence); your held task first. Read-only.',
+    inputSchema: args({ limit, cursor }),
+    outputSchema: list(shape(['id', 'title', 'status', 'agentClaimQueue']), { queueSummary: { type: 'object' }, claimQueue: { type: 'array' } }),
+    annotations: READ,
+    scopes: ['agents:read'],
+    core: true,
+  },
+  {
+    name: 'get_task_contract',
+    title: 'Task contract',
+    description: "Read a task's brief: goal, constraints, expected output, verification, permissions, escalation, completeness. Read-only.",
+    inputSchema: args({ issueId }, ['issueId']),
+    outputSchema: result(shape(['issue', 'taskContract'])),
+    annotations: READ,
+    scopes: [],
+    core: true,
+  },
+  {
+    name: 'update_task_contract',
+    title: 'Update task contract',
+    description: "Merge sections into a task's brief; sections sent replace theirs, null clears one. Idempotent: the same call again changes nothing.",
+    inputSchema: args({ issueId, agent: args({ instructions }, ['instructions']), version: int(1, 2 ** 31 - 1) }, ['issueId', 'agent']),
+    outputSchema: result(shape(['issue', 'taskContract', 'changedSections'])),
+    annotations: SET,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'get_context_pack',
+    title: 'Context pack',
+    description: "Files, docs and links attached to a task's project and initiative, and the knowledge documents linked to them. Read-only.",
+    inputSchema: args({ issueId }, ['issueId']),
+    outputSchema: result(shape(['issue', 'project', 'initiative', 'documents'])),
+    annotations: READ,
+    scopes: [],
+    core: true,
+  },
+  {
+    name: 'claim_work',
+    title: 'Claim work',
+    description:
+      'Claim a ready task: it moves to in-progress, one agent run is metered, and you get a lease (expiresAt) and fencingToken. One claim per agent. Pass idempotencyKey to retry safely.',
+    inputSchema: args({ issueId, idempotencyKey: str() }, ['issueId']),
+    outputSchema: result(shape(['claim', 'issue', 'metering'])),
+    annotations: ADD,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'post_status',
+    title: 'Post status',
+    description: 'Record a status note on the task you hold and renew its lease. Call while working, before the lease expires.',
+    inputSchema: args({ issueId, message: str(), fencingToken }, ['issueId', 'message']),
+    outputSchema: claimResult,
+    annotations: ADD,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'cancel_work',
+    title: 'Cancel work',
+    description: 'Release your claim: the task returns to ready for others.',
+    inputSchema: args({ issueId, fencingToken }, ['issueId']),
+    outputSchema: claimResult,
+    annotations: { ...SET, destructiveHint: true },
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'add_comment',
+    title: 'Add comment',
+    description: 'Comment on a task. A retry adds another comment.',
+    inputSchema: args({ issueId, body: str() }, ['issueId', 'body']),
+    outputSchema: result(shape(['id', 'issueId', 'body'])),
+    annotations: ADD,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'log_time',
+    title: 'Log time',
+    description: 'Log minutes worked on a task. A retry logs them again.',
+    inputSchema: args({ issueId, minutes: int(1, 1440), note: str(), loggedAt: str('RFC 3339; default now.') }, ['issueId', 'minutes']),
+    outputSchema: result(shape(['timeEntry', 'totalMinutes'])),
+    annotations: ADD,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'add_evidence',
+    title: 'Add evidence',
+    description: 'Attach proof to a task; naming an acceptance check (checkId) marks it done. A retry adds another record.',
+    inputSchema: args({ issueId, kind: enumOf(EVIDENCE_KINDS), title: str(), url: str(), body: str(), checkId: str() }, ['issueId', 'kind', 'title']),
+    outputSchema: result(shape(['id', 'issueId', 'kind', 'title'])),
+    annotations: ADD,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  {
+    name: 'request_approval',
+    title: 'Request approval',
+    description: 'Ask a person to approve something on a task (a pending approval request). A retry asks again.',
+    inputSchema: args({ issueId, reason: str() }, ['issueId', 'reason']),
+    outputSchema: result(shape(['id', 'issueId', 'status'])),
+    annotations: ADD,
+    scopes: WRITE_SCOPES,
+    core: true,
+  },
+  ...ISSUE_TOOLS,
+];
+
+/** Task-named aliases (API document §9): same arguments, results and implementation. */
+const ALIASES: Record<string, string> = {
+  search_tasks: 'search_issues',
+  create_task: 'create_issue',
+  update_task_status: 'update_issue_status',
+  list_task_reminders: 'list_issue_reminders',
+};
+
+function aliasTool(name: string, of: ToolDefinition): ToolDefinition {
+  return {
+    ...of,
+    name,
+    title: of.title.replace(/issues?/i, (m) => (m.toLowerCase() === 'issues' ? 'tasks' : 'task')),
+    description: `${of.description} Alias of ${TOOL_PREFIX}${of.name}.`,
+    core: false,
+    aliasOf: of.name,
+  };
+}
+
+const byName = new Map(TOOLS.map((t) => [t.name, t]));
+
+/** Every tool, in the order of the API document's list. */
+export const TOOL_ORDER = [
+  'get_client_bootstrap',
+  'get_workspace_customization',
+  'get_agent_preflight',
+  'get_market_standards',
+  'get_launch_readiness',
+  'search_knowledgebase',
+  'list_task_reminders',
+  'list_ready_work',
+  'search_tasks',
+  'create_task',
+  'get_task_contract',
+  'update_task_contract',
+  'get_context_pack',
+  'claim_work',
+  'post_status',
+  'cancel_work',
+  'update_task_status',
+  'add_comment',
+  'log_time',
+  'add_evidence',
+  'request_approval',
+  'list_issue_reminders',
+  'search_issues',
+  'create_issue',
+  'update_issue_status',
+] as const;
+
+export const CATALOG: readonly ToolDefinition[] = TOOL_ORDER.map((name) => {
+  const alias = ALIASES[name];
+  if (alias) return aliasTool(name, byName.get(alias)!);
+  const tool = byName.get(name);
+  if (!tool) throw new Error(`tool ${name} has no definition`);
+  return tool;
+});
+
+const catalogByName = new Map(CATALOG.map((t) => [`${TOOL_PREFIX}${t.name}`, t]));
+
+/** The tool a wire name (`service.search_issues`) names, if any. */
+export function toolNamed(wireName: string): ToolDefinition | undefined {
+  return catalogByName.get(wireName);
+}
+
+export type Toolset = 'full' | 'core';
+
+/** The `tools/list` entries of a toolset, as the wire shows them. */
+export function listedTools(toolset: Toolset) {
+  return CATALOG.filter((t) => toolset === 'full' || t.core).map((t) => ({
+    name: `${TOOL_PREFIX}${t.name}`,
+    title: t.title,
+    description: t.description,
+    inputSchema: t.inputSchema,
+    outputSchema: t.outputSchema,
+    annotations: t.annotations,
+  }));
+}
+
+/** The scopes a token needs for a tool: the endpoint's `issues:read` plus the tool's own. */
+export function requiredScopes(tool: ToolDefinition): Scope[] {
+  return ['issues:read', ...tool.scopes];
+}
+
+/**
+ * The order an agent's session calls tools in (API document §4, rules for clients), used by
+ * `get_client_bootstrap` to tell each agent which steps its token can take.
+ */
+export const CALL_ORDER: readonly { tool: string; purpose: string }[] = [
+  { tool: 'get_agent_preflight', purpose: 'Read firstSessionDecision before any write.' },
+  { tool: 'get_workspace_customization', purpose: 'Keep view modes, presets, rules, evidence policy and handoff packet for the run.' },
+  { tool: 'get_market_standards', purpose: 'Know the definition of done and review expectations.' },
+  { tool: 'search_tasks', purpose: 'Inspect taskHealth (blocksAgentClaim, firstReminder, safeNextActions) before claiming or changing a task.' },
+  { tool: 'list_task_reminders', purpose: 'Follow safeNextActions for missing dates, stale updates, missing time or overdue dates.' },
+  { tool: 'list_ready_work', purpose: 'Pick the top claimable task.' },
+  { tool: 'claim_work', purpose: 'Claim it; keep the fencingToken.' },
+  { tool: 'get_task_contract', purpose: 'Read the brief; fill missing sections with update_task_contract.' },
+  { tool: 'get_context_pack', purpose: 'Read the attached files and documents.' },
+  { tool: 'post_status', purpose: 'Report progress and renew the lease.' },
+  { tool: 'add_evidence', purpose: 'Prove each acceptance check; log_time and add_comment as you go.' },
+  { tool: 'request_approval', purpose: 'Ask a person when the brief says to escalate.' },
+  { tool: 'update_task_status', purpose: 'Move to in-review when verified (completes the claim), or cancel_work to give it back.' },
+];

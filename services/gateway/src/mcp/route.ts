@@ -1,0 +1,204 @@
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  WebStandardStreamableHTTPServerTransport,
+  type McpHttpHandler,
+} from '@modelcontextprotocol/server';
+import { ServiceError } from '@planning/errors';
+import { Ajv } from 'ajv';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { markDenial } from '../auth.js';
+import type { GatewayDeps } from '../deps.js';
+import { requiredScopes, toolNamed, type Toolset } from './catalog.js';
+import { MCP_PATH, PROTOCOL_VERSIONS } from './protocol.js';
+import { authInfoFor, createServerFactory, type McpCallState } from './server.js';
+
+/** Request headers the SDK never sees: credentials stay in the gateway. */
+const WITHHELD = new Set(['authorization', 'x-api-key', 'cookie', 'content-length', 'connection', 'transfer-encoding']);
+/** Response headers fastify sets itself. */
+const NOT_COPIED = new Set(['content-length', 'transfer-encoding', 'connection']);
+
+/**
+ * `Accept` as the SDK checks it. Responses are always JSON here (no SSE), so a client that
+ * accepts JSON is served even when it does not also list `text/event-stream`; a missing header or
+ * a wildcard accepts JSON. Anything else goes through unchanged and the SDK answers 406.
+ */
+export function normalizeAccept(accept: string | undefined): string | undefined {
+  if (accept === undefined || accept.trim() === '') return 'application/json, text/event-stream';
+  const types = accept.split(',').map((t) => t.split(';')[0]!.trim().toLowerCase());
+  if (types.some((t) => t === '*/*' || t === 'application/*' || t === 'application/json')) return 'application/json, text/event-stream';
+  return accept;
+}
+
+/** Whether an `Origin` header is allowed: absent (non-browser clients), or listed (`*` allows any). */
+export function originAllowed(origin: string | undefined, allowed: readonly string[]): boolean {
+  if (origin === undefined) return true;
+  if (allowed.includes('*')) return true;
+  let normalized: string;
+  try {
+    normalized = new URL(origin).origin;
+  } catch {
+    return false;
+  }
+  return normalized !== 'null' && allowed.some((a) => a.replace(/\/+$/, '').toLowerCase() === normalized.toLowerCase());
+}
+
+function jsonRpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
+  return reply.status(status).type('application/json').send(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+function webRequestOf(request: FastifyRequest, body: string): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined || WITHHELD.has(name)) continue;
+    headers.set(name, Array.isArray(value) ? value.join(', ') : value);
+  }
+  const accept = normalizeAccept(request.headers.accept);
+  if (accept !== undefined) headers.set('accept', accept);
+  return new Request(new URL(request.url, 'http://localhost'), { method: 'POST', headers, body });
+}
+
+async function sendWeb(reply: FastifyReply, response: Response): Promise<FastifyReply> {
+  const text = await response.text();
+  void reply.status(response.status);
+  response.headers.forEach((value, name) => {
+    if (!NOT_COPIED.has(name)) void reply.header(name, value);
+  });
+  return text.length > 0 ? reply.send(text) : reply.send();
+}
+
+const errorBody = (description: string) => ({ description, $ref: 'ErrorBody#' });
+
+// Query strings are text: coerced to the schema's types, as the gateway's other routes do.
+const queryAjv = new Ajv({ coerceTypes: 'array', useDefaults: true, allErrors: false, strict: false });
+
+/**
+ * `POST /api/mcp`: the remote MCP endpoint (Streamable HTTP, JSON responses, stateless) for
+ * agent tokens. The gateway authenticates, rate-limits and meters the request like any token
+ * request; this route then checks the `Origin`, refuses batches, answers a tool call the token
+ * lacks the scope for with 403, and hands the message to the official SDK: 2026-07-28 requests
+ * (per-request `_meta` envelope) to its modern handler, session-era requests (`initialize`
+ * handshake) to a per-request stateless transport. Both serve the same tools from one factory.
+ */
+export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
+  const factory = createServerFactory(deps, app.log);
+  const onerror = (error: Error) => app.log.debug({ err: error }, 'mcp request rejected');
+  const modern: McpHttpHandler = createMcpHandler((ctx) => factory(ctx), { legacy: 'reject', responseMode: 'json', onerror });
+  const allowedOrigins = deps.settings.MCP_ALLOWED_ORIGINS;
+  app.addHook('onClose', async () => {
+    await modern.close();
+  });
+
+  const serveLegacy = async (webRequest: Request, state: McpCallState, parsed: { ok: boolean; value: unknown }): Promise<Response> => {
+    const authInfo = authInfoFor(state);
+    const server = factory({ authInfo });
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    try {
+      const response = await transport.handleRequest(webRequest, { authInfo, ...(parsed.ok ? { parsedBody: parsed.value } : {}) });
+      // Read the body before the transport closes.
+      return new Response(await response.text(), { status: response.status, headers: response.headers });
+    } finally {
+      await transport.close().catch(() => undefined);
+      await server.close().catch(() => undefined);
+    }
+  };
+
+  await app.register(async (scope) => {
+    // The body reaches the SDK as sent: malformed JSON is a JSON-RPC parse error, not a REST 400.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
+    scope.addHook('onSend', async (request, reply, payload) => {
+      if (reply.statusCode === 401) {
+        const invalid = request.denial && request.denial.reason !== 'missing-credentials';
+        void reply.header('www-authenticate', `Bearer realm="planning-service"${invalid ? ', error="invalid_token"' : ''}`);
+      }
+      return payload;
+    });
+
+    scope.post<{ Querystring: { toolset?: Toolset } }>(
+      MCP_PATH,
+      {
+        schema: {
+          summary: 'Remote MCP endpoint (JSON-RPC 2.0 over Streamable HTTP)',
+          description: [
+            `Protocol revisions: ${PROTOCOL_VERSIONS.join(', ')} (2026-07-28 statelessly with the per-request \`_meta\` envelope; the session-era ones with \`initialize\`, without sessions).`,
+            'Methods: `initialize`, `server/discover`, `ping`, `tools/list`, `tools/call`; others -32601. Responses are JSON (no SSE); batches are refused (-32600).',
+            '`?toolset=core` lists the compact tool set. A tool call the token lacks the scope for gets 403 with the error envelope; a refusal is a tool result with `isError` and `structuredContent.error`; bad arguments are -32602 naming the field. See docs/mcp.md.',
+          ].join(' '),
+          querystring: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { toolset: { type: 'string', enum: ['full', 'core'], description: '`core`: the issue-named tools without aliases and guidance tools.' } },
+          },
+          body: {
+            type: 'object',
+            description: 'One JSON-RPC 2.0 request or notification.',
+            required: ['jsonrpc', 'method'],
+            properties: { jsonrpc: { type: 'string', enum: ['2.0'] }, id: { type: ['string', 'integer'] }, method: { type: 'string' }, params: { type: 'object' } },
+          },
+          response: {
+            200: { description: 'A JSON-RPC response (result or error)', type: 'object', additionalProperties: true },
+            202: { description: 'A notification was accepted', type: 'null' },
+            403: errorBody('forbidden: the token lacks the scope of the tool called (`missing-scope`), or the `Origin` is not allowed; quota-exceeded'),
+            405: errorBody('method-not-allowed'),
+            406: { description: 'The client does not accept JSON (a JSON-RPC error)', type: 'object', additionalProperties: true },
+            415: { description: 'The body is not application/json (a JSON-RPC error)', type: 'object', additionalProperties: true },
+          },
+        },
+        // The body is the raw JSON-RPC text (the SDK parses and validates it); its schema only documents it.
+        validatorCompiler: ({ schema, httpPart }) => (httpPart === 'body' ? () => true : queryAjv.compile(schema)),
+        config: { access: { auth: 'token', scope: 'issues:read' } },
+      },
+      async (request, reply) => {
+        const origin = request.headers.origin;
+        if (!originAllowed(origin, allowedOrigins)) {
+          markDenial(request, { reason: 'origin-not-allowed' });
+          throw new ServiceError('forbidden', 'This Origin may not call the MCP endpoint', { reason: 'origin-not-allowed' });
+        }
+        const raw = typeof request.body === 'string' ? request.body : '';
+        const parsed = { ok: true, value: undefined as unknown };
+        try {
+          parsed.value = raw ? JSON.parse(raw) : undefined;
+        } catch {
+          parsed.ok = false;
+        }
+        if (parsed.ok && Array.isArray(parsed.value)) {
+          // One message per HTTP request: the rate limit and quotas count requests.
+          return jsonRpcError(reply, 400, -32600, 'Invalid Request: JSON-RPC batches are not supported; send one message per request');
+        }
+        const message = parsed.ok && parsed.value && typeof parsed.value === 'object' ? (parsed.value as { method?: unknown; params?: { name?: unknown } }) : undefined;
+        if (message?.method === 'tools/call' && typeof message.params?.name === 'string') {
+          const tool = toolNamed(message.params.name);
+          const missing = tool ? requiredScopes(tool).filter((s) => !request.principal.scopes.includes(s)) : [];
+          if (missing.length > 0) {
+            throw new ServiceError('forbidden', `The token lacks the scope ${missing.map((s) => `'${s}'`).join(', ')} for ${message.params.name}`, { reason: 'missing-scope' });
+          }
+        }
+        const state: McpCallState = { principal: request.principal, toolset: request.query.toolset === 'core' ? 'core' : 'full' };
+        const webRequest = webRequestOf(request, raw);
+        const legacy = await isLegacyRequest(webRequest, parsed.ok ? parsed.value : undefined);
+        if (!legacy && message?.method === 'subscriptions/listen') {
+          // A listen stream is server-initiated traffic over SSE: this endpoint has none (tools never change).
+          const id = (message as { id?: unknown }).id;
+          return reply
+            .status(404)
+            .type('application/json')
+            .send(JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code: -32601, message: 'Method not found: this endpoint has no server-initiated streams' } }));
+        }
+        const response = legacy
+          ? await serveLegacy(webRequest, state, parsed)
+          : await modern.fetch(webRequest, { authInfo: authInfoFor(state), ...(parsed.ok ? { parsedBody: parsed.value } : {}) });
+        return sendWeb(reply, response);
+      },
+    );
+
+    const notAllowed = async (_request: FastifyRequest, reply: FastifyReply) => {
+      void reply.header('allow', 'POST');
+      throw new ServiceError('method-not-allowed', 'The MCP endpoint takes POST only: no server-initiated stream, no sessions');
+    };
+    const closed = { summary: 'Not allowed (405): the endpoint has no server-initiated stream and no sessions', response: { 405: errorBody('method-not-allowed') } };
+    scope.get(MCP_PATH, { schema: closed, config: { access: { auth: 'public' } } }, notAllowed);
+    scope.delete(MCP_PATH, { schema: closed, config: { access: { auth: 'public' } } }, notAllowed);
+  });
+}

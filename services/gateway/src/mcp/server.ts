@@ -1,0 +1,90 @@
+import { ProtocolError, ProtocolErrorCode, Server, type AuthInfo, type CallToolResult, type McpRequestContext, type Tool } from '@modelcontextprotocol/server';
+import { ServiceError, toServiceError } from '@planning/errors';
+import type { Principal } from '@planning/rpc';
+import type { FastifyBaseLogger } from 'fastify';
+import type { GatewayDeps } from '../deps.js';
+import { createArgumentValidator } from './arguments.js';
+import { listedTools, requiredScopes, TOOL_PREFIX, toolNamed, type Toolset } from './catalog.js';
+import { TOOL_HANDLERS } from './tools.js';
+
+/** What one HTTP request hands its MCP server instance (through the SDK's `authInfo.extra`). */
+export interface McpCallState {
+  principal: Principal;
+  toolset: Toolset;
+}
+
+export const SERVER_INFO = { name: 'planning-service', title: 'Planning service', version: '1.0.0' } as const;
+
+const INSTRUCTIONS = [
+  `Work planning for coding agents. Tools are prefixed ${TOOL_PREFIX}.`,
+  '1. Call get_agent_preflight first and follow firstSessionDecision.',
+  '2. Call get_workspace_customization and keep its views, rules, evidencePolicy and handoffPacket for the run.',
+  '3. Before claiming or changing a task, read taskHealth from search_tasks and follow safeNextActions (list_task_reminders).',
+  '4. Reads are safe to retry; writes need issues:write and agents:execute and are not all idempotent (comments, time, evidence).',
+].join('\n');
+
+/** The AuthInfo a request passes to the SDK: the principal, never the token. */
+export function authInfoFor(state: McpCallState): AuthInfo {
+  return { token: '', clientId: state.principal.keyId ?? state.principal.id, scopes: [...state.principal.scopes], extra: { planning: state } };
+}
+
+function stateOf(ctx: { authInfo?: AuthInfo }): McpCallState {
+  const state = ctx.authInfo?.extra?.planning as McpCallState | undefined;
+  // The route always passes it; a server reached without it has no caller to act for.
+  if (!state) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, 'Unauthenticated');
+  return state;
+}
+
+function toolResult(body: object, isError = false): CallToolResult {
+  return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: body as Record<string, unknown>, ...(isError ? { isError: true } : {}) };
+}
+
+/**
+ * The server factory of the endpoint: a fresh low-level SDK `Server` per HTTP request (the
+ * endpoint is stateless in both protocol eras), with `tools/list` and `tools/call` over the tool
+ * catalog. The SDK answers everything else of the protocol (initialize, server/discover, ping,
+ * unknown methods with -32601). Tool errors follow the error table:
+ * - arguments that do not fit the tool (`invalid-input`): JSON-RPC -32602 naming the field;
+ * - unknown tool: -32602;
+ * - any other refusal: a tool result with `isError: true` and `structuredContent` = the REST
+ *   error body `{ error: { code, message, reason? } }`;
+ * - an unexpected failure: -32603 with a generic message (the cause is logged).
+ */
+export function createServerFactory(deps: GatewayDeps, logger: FastifyBaseLogger) {
+  const validate = createArgumentValidator();
+  return (ctx: Pick<McpRequestContext, 'authInfo'>): Server => {
+    const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+    server.setRequestHandler('tools/list', async () => ({ tools: listedTools(stateOf(ctx).toolset) as Tool[] }));
+    server.setRequestHandler('tools/call', async (request) => {
+      const state = stateOf(ctx);
+      const name = request.params.name;
+      const tool = toolNamed(name);
+      if (!tool) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool '${name}'`, { code: 'invalid-input', field: 'name' });
+      const args = request.params.arguments ?? {};
+      const problem = validate(tool, args);
+      if (problem) throw new ProtocolError(ProtocolErrorCode.InvalidParams, problem.message, { code: 'invalid-input', field: problem.field });
+      // The route refuses a missing scope with HTTP 403 before the call gets here; kept as a second gate.
+      const missing = requiredScopes(tool).filter((s) => !state.principal.scopes.includes(s));
+      if (missing.length > 0) {
+        return toolResult(new ServiceError('forbidden', `The token lacks the scope ${missing.join(', ')}`, { reason: 'missing-scope' }).toBody(), true);
+      }
+      const handler = TOOL_HANDLERS[tool.aliasOf ?? tool.name];
+      if (!handler) throw new ProtocolError(ProtocolErrorCode.InternalError, 'Internal error');
+      try {
+        const body = await handler(args as Record<string, unknown>, { deps, principal: state.principal });
+        return server.projectCallToolResult(toolResult(body), tool.outputSchema);
+      } catch (err) {
+        const error = toServiceError(err);
+        if (error.code === 'invalid-input') {
+          throw new ProtocolError(ProtocolErrorCode.InvalidParams, error.message, { code: 'invalid-input', ...(error.details.field ? { field: error.details.field } : {}) });
+        }
+        if (error.code === 'internal') {
+          logger.error({ err, tool: tool.name }, 'mcp tool failed');
+          throw new ProtocolError(ProtocolErrorCode.InternalError, 'Internal error');
+        }
+        return toolResult(error.toBody(), true);
+      }
+    });
+    return server;
+  };
+}

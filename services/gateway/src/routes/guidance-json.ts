@@ -1,0 +1,239 @@
+/**
+ * REST shapes of the guidance records (workspace customization, working standards, knowledge
+ * documents, context packs, launch readiness): the mapping from the issues service's
+ * GuidanceService messages, and the JSON schemas that document (and serialize) them. The MCP
+ * tools return the same shapes.
+ */
+import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import type {
+  GetContextPackResponseSchema,
+  GetLaunchReadinessResponseSchema,
+  KnowledgeDocumentSchema,
+  KnowledgeHitSchema,
+  WorkingStandardsSchema,
+  WorkspaceCustomizationSchema,
+} from '@planning/proto/planning/issues/v1/guidance_pb';
+import type { ContextPackItemSchema } from '@planning/proto/planning/issues/v1/projects_pb';
+
+type Shape<S extends DescMessage> = MessageShape<S>;
+
+export function customizationJson(c: Shape<typeof WorkspaceCustomizationSchema> | undefined) {
+  if (!c) throw new Error('customization missing');
+  return {
+    workspaceId: c.workspaceId,
+    viewModes: c.viewModes.map((m) => ({ id: m.id, label: m.label, enabled: m.enabled })),
+    defaultViewMode: c.defaultViewMode,
+    viewPresets: c.viewPresets.map((p) => ({
+      id: p.id,
+      name: p.name,
+      viewMode: p.viewMode,
+      filters: {
+        status: p.filters?.status ?? [],
+        priority: p.filters?.priority ?? [],
+        labels: p.filters?.labels ?? [],
+        assignedAgentId: p.filters?.assignedAgentId ?? null,
+        projectId: p.filters?.projectId ?? null,
+      },
+      groupBy: p.groupBy ?? null,
+      sort: p.sort ?? null,
+      direction: p.direction ?? null,
+    })),
+    adminSetupPath: c.adminSetupPath.map((s) => ({ id: s.id, title: s.title, done: s.done, detail: s.detail })),
+    rulesCenter: c.rulesCenter.map((r) => ({ id: r.id, title: r.title, description: r.description, enforcedBy: r.enforcedBy, severity: r.severity })),
+    evidencePolicy: {
+      requiredForDone: c.evidencePolicy?.requiredForDone ?? false,
+      minimumItems: c.evidencePolicy?.minimumItems ?? 0,
+      acceptedKinds: c.evidencePolicy?.acceptedKinds ?? [],
+      requireCheckCoverage: c.evidencePolicy?.requireCheckCoverage ?? false,
+    },
+    handoffPacket: {
+      requiredSections: c.handoffPacket?.requiredSections ?? [],
+      template: c.handoffPacket?.template ?? '',
+      postAs: c.handoffPacket?.postAs ?? 'comment',
+    },
+    source: c.source,
+    version: c.version,
+    updatedAt: c.updatedAt ?? null,
+    updatedBy: c.updatedBy ?? null,
+  };
+}
+
+export function standardsJson(s: Shape<typeof WorkingStandardsSchema> | undefined) {
+  if (!s) throw new Error('standards missing');
+  return {
+    workspaceId: s.workspaceId,
+    summary: s.summary,
+    definitionOfDone: s.definitionOfDone,
+    reviewExpectations: s.reviewExpectations,
+    evidenceExpectations: s.evidenceExpectations,
+    source: s.source,
+    version: s.version,
+    publishedAt: s.publishedAt ?? null,
+    publishedBy: s.publishedBy ?? null,
+  };
+}
+
+export function documentJson(d: Shape<typeof KnowledgeDocumentSchema> | undefined) {
+  if (!d) throw new Error('document missing');
+  return {
+    id: d.id,
+    workspaceId: d.workspaceId,
+    title: d.title,
+    body: d.body,
+    tags: d.tags,
+    projectId: d.projectId ?? null,
+    initiativeId: d.initiativeId ?? null,
+    path: d.path ?? null,
+    url: d.url ?? null,
+    createdAt: d.createdAt,
+    updatedAt: d.updatedAt,
+    createdBy: d.createdBy,
+    version: d.version,
+  };
+}
+
+export function hitJson(h: Shape<typeof KnowledgeHitSchema>) {
+  return { document: documentJson(h.document), score: h.score, snippet: h.snippet };
+}
+
+const itemJson = (i: Shape<typeof ContextPackItemSchema>) => ({ kind: i.kind, title: i.title, path: i.path ?? null, url: i.url ?? null, note: i.note ?? null });
+
+export function contextPackJson(p: Shape<typeof GetContextPackResponseSchema>) {
+  const source = (s: { id: string; name: string; goal: string; items: Shape<typeof ContextPackItemSchema>[] } | undefined) =>
+    s ? { id: s.id, name: s.name, goal: s.goal, items: s.items.map(itemJson) } : null;
+  return {
+    issue: { id: p.issue?.id ?? '', title: p.issue?.title ?? '', status: p.issue?.status ?? '' },
+    project: source(p.project),
+    initiative: source(p.initiative),
+    documents: p.documents.map(documentJson),
+  };
+}
+
+export function launchReadinessJson(r: Shape<typeof GetLaunchReadinessResponseSchema>) {
+  const launch = r.launchProof;
+  return {
+    implementation: { completionPercent: r.implementation?.completionPercent ?? 0, verifiedCount: r.implementation?.verifiedCount ?? 0 },
+    launchProof: {
+      readyForPublicLaunch: launch?.readyForPublicLaunch ?? true,
+      nextProof: launch?.nextProof ? { id: launch.nextProof.id, nextAction: launch.nextProof.nextAction } : null,
+      summary: {
+        publicLaunchBlockerCount: launch?.summary?.publicLaunchBlockerCount ?? 0,
+        proofPacketCount: launch?.summary?.proofPacketCount ?? 0,
+      },
+    },
+    blockers: r.blockers.map((b) => ({
+      id: b.id,
+      title: b.title,
+      status: b.status,
+      priority: b.priority,
+      dueDate: b.dueDate ?? null,
+      evidenceCount: b.evidenceCount,
+      doneEvidence: { completed: b.checksDone, total: b.checksTotal },
+      nextAction: b.nextAction,
+    })),
+  };
+}
+
+// ---- schemas ---------------------------------------------------------------------------------
+
+const str = { type: 'string' } as const;
+const nullableStr = { type: ['string', 'null'] } as const;
+const int = { type: 'integer' } as const;
+const bool = { type: 'boolean' } as const;
+const strings = { type: 'array', items: str } as const;
+const time = { type: 'string', format: 'date-time' } as const;
+const nullableTime = { type: ['string', 'null'], format: 'date-time' } as const;
+const obj = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+  ({ type: 'object', required: Object.keys(properties), properties, ...extra }) as const;
+
+export const customizationSchema = obj({
+  workspaceId: str,
+  viewModes: { type: 'array', items: obj({ id: { type: 'string', enum: ['cards', 'list', 'tags', 'swimlanes'] }, label: str, enabled: bool }) },
+  defaultViewMode: str,
+  viewPresets: {
+    type: 'array',
+    items: obj({
+      id: str,
+      name: str,
+      viewMode: str,
+      filters: obj({ status: strings, priority: strings, labels: strings, assignedAgentId: nullableStr, projectId: nullableStr }),
+      groupBy: nullableStr,
+      sort: nullableStr,
+      direction: nullableStr,
+    }),
+  },
+  adminSetupPath: { type: 'array', description: 'Setup steps, `done` computed from the workspace\'s records.', items: obj({ id: str, title: str, done: bool, detail: str }) },
+  rulesCenter: {
+    type: 'array',
+    description: 'Rules the service enforces (`enforcedBy: service`), then the workspace\'s own (`workspace`).',
+    items: obj({ id: str, title: str, description: str, enforcedBy: { type: 'string', enum: ['service', 'workspace'] }, severity: { type: 'string', enum: ['must', 'should'] } }),
+  },
+  evidencePolicy: obj({ requiredForDone: bool, minimumItems: int, acceptedKinds: strings, requireCheckCoverage: bool }),
+  handoffPacket: obj({ requiredSections: strings, template: str, postAs: { type: 'string', enum: ['comment', 'evidence'] } }),
+  source: { type: 'string', enum: ['default', 'stored'] },
+  version: int,
+  updatedAt: nullableTime,
+  updatedBy: nullableStr,
+});
+
+export const standardsSchema = obj({
+  workspaceId: str,
+  summary: str,
+  definitionOfDone: strings,
+  reviewExpectations: strings,
+  evidenceExpectations: strings,
+  source: { type: 'string', enum: ['default', 'published'] },
+  version: int,
+  publishedAt: nullableTime,
+  publishedBy: nullableStr,
+});
+
+export const documentSchema = obj({
+  id: str,
+  workspaceId: str,
+  title: str,
+  body: str,
+  tags: strings,
+  projectId: nullableStr,
+  initiativeId: nullableStr,
+  path: nullableStr,
+  url: nullableStr,
+  createdAt: time,
+  updatedAt: time,
+  createdBy: str,
+  version: int,
+});
+
+export const hitSchema = obj({ document: documentSchema, score: int, snippet: str });
+
+const contextItemSchema = obj({ kind: str, title: str, path: nullableStr, url: nullableStr, note: nullableStr });
+const contextSourceSchema = { anyOf: [obj({ id: str, name: str, goal: str, items: { type: 'array', items: contextItemSchema } }), { type: 'null' }] };
+
+export const contextPackSchema = obj({
+  issue: obj({ id: str, title: str, status: str }),
+  project: contextSourceSchema,
+  initiative: contextSourceSchema,
+  documents: { type: 'array', items: documentSchema },
+});
+
+export const launchReadinessSchema = obj({
+  implementation: obj({ completionPercent: int, verifiedCount: int }),
+  launchProof: obj({
+    readyForPublicLaunch: bool,
+    nextProof: { anyOf: [obj({ id: str, nextAction: str }), { type: 'null' }] },
+    summary: obj({ publicLaunchBlockerCount: int, proofPacketCount: int }),
+  }),
+  blockers: {
+    type: 'array',
+    items: obj({
+      id: str,
+      title: str,
+      status: str,
+      priority: str,
+      dueDate: { type: ['string', 'null'], format: 'date' },
+      evidenceCount: int,
+      doneEvidence: obj({ completed: int, total: int }),
+      nextAction: str,
+    }),
+  },
+});
