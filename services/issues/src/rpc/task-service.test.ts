@@ -131,6 +131,19 @@ describe('tasks: create and read', () => {
     await expect(create()).resolves.toMatch(/^iss_/);
   });
 
+  it('tasks: concurrent creates at the stored-task cap never exceed it', async () => {
+    const free = await h.workspace({ ownerId: 'usr_owner', planId: 'free' });
+    const freeProject = (await h.projects.createProject({ workspaceId: free, name: 'F' }, owner)).project?.id as string;
+    // Three places left under the free plan's 500; twenty creates race for them.
+    await h.store.collection('tasks').insertMany(Array.from({ length: 497 }, (_, i) => ({ _id: `iss_fill_${i}`, workspaceId: free })));
+    const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => create({ projectId: freeProject, title: `Race ${i}` })));
+    const won = results.filter((r) => r.status === 'fulfilled');
+    const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    expect(won).toHaveLength(3);
+    expect(refused.every((r) => r.reason instanceof ServiceError && r.reason.code === 'quota-exceeded')).toBe(true);
+    expect(await h.store.collection('tasks').countDocuments({ workspaceId: free })).toBe(500);
+  });
+
   it('tasks: members write tasks, viewers only read, tokens need the scope and their own workspace', async () => {
     await h.addMember(ws, 'usr_member', 'member');
     await h.addMember(ws, 'usr_viewer', 'viewer');

@@ -1,7 +1,7 @@
 import { conflict, invalidInput, ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
 import type { Outbox } from '@planning/outbox';
-import type { Collection, DocumentStore, Filter, StoreSession } from '@planning/store';
+import type { Collection, DocumentStore, Filter, StoredDocument, StoreSession } from '@planning/store';
 import { claimEndOf, claimWriteRefusal, type ClaimEnd, type ClaimMirror } from '../domain/claims.js';
 import { assertNoDependencyCycle, assertNoParentCycle } from '../domain/dependencies.js';
 import { encodeSearchCursor } from '../domain/ranking.js';
@@ -66,6 +66,12 @@ export type BulkOutcome =
 
 const PROJECTION = { searchText: 0 } as const;
 
+/** One per workspace under a stored-task cap: the document its task creations all write. */
+interface CreateGuard extends StoredDocument {
+  _id: string;
+  creates: number;
+}
+
 /** Optional fields of a task that are unset (absent) rather than null. */
 const OPTIONAL_FIELDS = ['milestoneId', 'initiativeId', 'parentId', 'dueDate', 'estimate'] as const;
 
@@ -85,6 +91,7 @@ export class TaskRepository {
   private constructor(
     readonly tasks: Collection<TaskRecord>,
     readonly activity: Collection<ActivityRecord>,
+    private readonly createGuards: Collection<CreateGuard>,
     private readonly outbox: Outbox,
     private readonly planning: PlanningRepository,
     private readonly checks: TaskReferenceChecks,
@@ -100,7 +107,7 @@ export class TaskRepository {
     const activity = store.collection<ActivityRecord>('activity');
     await tasks.createIndexes(TASK_INDEXES);
     await activity.createIndexes([{ name: 'issue_id', keys: { issueId: 1, _id: 1 } }]);
-    return new TaskRepository(tasks, activity, outbox, planning, checks);
+    return new TaskRepository(tasks, activity, store.collection<CreateGuard>('task_create_guards'), outbox, planning, checks);
   }
 
   get(id: string, session?: StoreSession): Promise<TaskRecord | null> {
@@ -130,6 +137,10 @@ export class TaskRepository {
   async create(workspaceId: string, input: ValidNewTask, ctx: CreateContext): Promise<TaskRecord> {
     return this.outbox.transaction(async (session) => {
       if (ctx.storedTaskLimit !== null) {
+        // Count-then-insert alone lets concurrent creates all see room under the cap (snapshot
+        // reads, inserts of different documents never conflict). Writing the workspace's guard
+        // document first makes them conflict: one commits, the others retry and count again.
+        await this.createGuards.updateOne({ _id: workspaceId }, { $inc: { creates: 1 } }, { upsert: true, session });
         const used = await this.countInWorkspace(workspaceId, session);
         if (used >= ctx.storedTaskLimit) {
           throw new ServiceError('quota-exceeded', `The workspace's plan stores at most ${ctx.storedTaskLimit} tasks`, {
