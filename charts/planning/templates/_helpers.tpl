@@ -301,3 +301,20 @@ spec:
     {{- toYaml . | nindent 4 }}
   {{- end }}
 {{- end }}
+
+{{/*
+Settings that the chart exposes as values of one service, as a YAML map of environment variables
+for a workload. Call with (dict "root" $ "component" "gateway"); the all-in-one pod ("all") gets
+every service's.
+*/}}
+{{- define "planning.serviceSettingsEnv" -}}
+{{- $root := .root }}
+{{- $env := dict }}
+{{- if and (has .component (list "all" "gateway")) $root.Values.gateway.mcpAllowedOrigins }}
+{{- $_ := set $env "MCP_ALLOWED_ORIGINS" (join "," $root.Values.gateway.mcpAllowedOrigins) }}
+{{- end }}
+{{- if and (has .component (list "all" "agents-claims")) (not (kindIs "invalid" $root.Values.agentsClaims.claimLeaseSeconds)) }}
+{{- $_ := set $env "CLAIM_LEASE_SECONDS" (toString $root.Values.agentsClaims.claimLeaseSeconds) }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
