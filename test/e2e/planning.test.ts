@@ -373,7 +373,7 @@ describe.each<Mode>(['all-in-one', 'distributed'])('planning (%s)', (mode) => {
       ['POST', '/api/issues/bulk-update', { issueIds: [id], mode: 'dry-run', patch: { priority: 'low' } }, 'mode'],
       ['POST', '/api/issues/bulk-update', { issueIds: [], mode: 'apply', patch: { priority: 'low' } }, 'issueIds'],
       ['POST', '/api/issues/bulk-update', { issueIds: Array.from({ length: 201 }, (_, i) => `iss_${i}`), mode: 'apply', patch: { priority: 'low' } }, 'issueIds'],
-      ['POST', '/api/issues/bulk-update', { issueIds: [id], mode: 'apply', patch: { title: 'x' } }, 'patch'],
+      ['POST', '/api/issues/bulk-update', { issueIds: [id], mode: 'apply', patch: { title: 'x' } }, 'patch.title'],
       ['POST', `/api/issues/${id}/comments`, { body: '' }, 'body'],
       ['POST', `/api/issues/${id}/time-entries`, { minutes: 'ten' }, 'minutes'],
       ['POST', `/api/issues/${id}/time-entries`, { minutes: 0 }, 'minutes'],

@@ -25,9 +25,11 @@ function frameworkError(err: FastifyError): ServiceError {
   const status = err.statusCode ?? 500;
   if (err.validation && err.validation.length > 0) {
     const first = err.validation[0]!;
-    const missing = (first.params as { missingProperty?: string } | undefined)?.missingProperty;
+    // A missing or an unknown property is named itself, not the object that lacks or has it.
+    const params = first.params as { missingProperty?: string; additionalProperty?: string } | undefined;
+    const named = params?.missingProperty ?? params?.additionalProperty;
     const path = first.instancePath?.replace(/^\//, '').replace(/\//g, '.') ?? '';
-    const field = [path, missing].filter(Boolean).join('.') || (err.validationContext ?? 'request');
+    const field = [path, named].filter(Boolean).join('.') || (err.validationContext ?? 'request');
     const where = err.validationContext ? `${err.validationContext} ` : '';
     return new ServiceError('invalid-input', `Invalid ${where}field '${field}': ${first.message ?? 'invalid value'}`, {
       field,
