@@ -94,6 +94,7 @@ export function createAuditService(deps: AuditServiceDeps): ServiceImplementatio
           outcome: e.outcome,
           ...(e.reason ? { reason: e.reason } : {}),
           at: e.at,
+          changedFields: e.changedFields ?? [],
         })),
         ...(rows.length > limit && last ? { nextCursor: encodeCursor(last._id) } : {}),
       };

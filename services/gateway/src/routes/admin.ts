@@ -7,7 +7,7 @@ const ref = { type: 'object', required: ['type', 'id'], properties: { type: { ty
 
 const auditEventSchema = {
   type: 'object',
-  required: ['id', 'type', 'workspaceId', 'actor', 'subject', 'outcome', 'reason', 'at'],
+  required: ['id', 'type', 'workspaceId', 'actor', 'subject', 'outcome', 'reason', 'changedFields', 'at'],
   properties: {
     id: { type: 'string' },
     type: { type: 'string' },
@@ -16,6 +16,7 @@ const auditEventSchema = {
     subject: { anyOf: [ref, { type: 'null' }] },
     outcome: { type: 'string', enum: ['allowed', 'denied'] },
     reason: { type: ['string', 'null'] },
+    changedFields: { type: 'array', items: { type: 'string' }, description: 'Names (never values) of the fields a change touched.' },
     at: { type: 'string', format: 'date-time' },
   },
 } as const;
@@ -144,6 +145,7 @@ export async function adminRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
           subject: e.subject ? { type: e.subject.type, id: e.subject.id } : null,
           outcome: e.outcome,
           reason: e.reason ?? null,
+          changedFields: e.changedFields,
           at: e.at,
         })),
         page: { nextCursor: result.nextCursor ?? null },
