@@ -147,6 +147,107 @@ describe.each<Mode>(['all-in-one', 'distributed'])('auth flows (%s)', (mode) => 
     expect(short.body.error.field).toBe('password');
   });
 
+  it('users: administrators list, rename, disable and reset users; a disabled or reset user’s sessions end at once', async () => {
+    const carol = await createUser(cluster.baseUrl, admin, `carol-${mode}`);
+    const carolAgain = await login(cluster.baseUrl, carol.email, carol.password);
+    secrets.push(carol.password, cookieValue(carol.cookie), cookieValue(carolAgain));
+    const path = `/api/users/${carol.id}`;
+
+    // The list: literal text in email or name, pages without gaps.
+    const found = await request(cluster.baseUrl, 'GET', `/api/users?q=${encodeURIComponent(`CAROL-${mode}`)}`, { cookie: admin });
+    expect(found.status).toBe(200);
+    expect(found.body.data.map((u: { id: string }) => u.id)).toEqual([carol.id]);
+    expect((await request(cluster.baseUrl, 'GET', '/api/users?q=.*', { cookie: admin })).body.data).toEqual([]);
+    const ids: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res: { status: number; body: { data: { id: string }[]; page: { nextCursor: string | null } } } = await request(cluster.baseUrl, 'GET', `/api/users?limit=2${cursor ? `&cursor=${cursor}` : ''}`, { cookie: admin });
+      expect(res.status).toBe(200);
+      ids.push(...res.body.data.map((u: { id: string }) => u.id));
+      cursor = res.body.page.nextCursor;
+    } while (cursor);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toContain(carol.id);
+    expect((await request(cluster.baseUrl, 'GET', '/api/users?limit=0', { cookie: admin })).body.error.field).toBe('limit');
+
+    // Bad changes: nothing applied.
+    for (const [body, field] of [[{}, null], [{ disabled: 'yes' }, 'disabled'], [{ name: '   ' }, 'name'], [{ password: 'short' }, 'password'], [{ role: 'x' }, 'role']] as const) {
+      const res = await request(cluster.baseUrl, 'PATCH', path, { cookie: admin, body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error.code).toBe('invalid-input');
+      if (field) expect(res.body.error.field).toBe(field);
+    }
+    expect((await request(cluster.baseUrl, 'PATCH', '/api/users/usr_missing', { cookie: admin, body: { name: 'X' } })).status).toBe(404);
+    const me = (await request(cluster.baseUrl, 'GET', '/api/auth/session', { cookie: admin })).body.data.user.id as string;
+    expect((await request(cluster.baseUrl, 'PATCH', `/api/users/${me}`, { cookie: admin, body: { disabled: true } })).body.error.field).toBe('disabled');
+    expect((await request(cluster.baseUrl, 'PATCH', `/api/users/${me}`, { cookie: admin, body: { isAdmin: false } })).body.error.field).toBe('isAdmin');
+
+    const renamed = await request(cluster.baseUrl, 'PATCH', path, { cookie: admin, body: { name: ' Carol C. ' } });
+    expect(renamed.status).toBe(200);
+    expect(renamed.body.data).toMatchObject({ id: carol.id, name: 'Carol C.', disabled: false });
+
+    // Disabled: both sessions stop at once; signing in answers like a wrong password.
+    expect((await request(cluster.baseUrl, 'PATCH', path, { cookie: admin, body: { disabled: true } })).body.data.disabled).toBe(true);
+    expect((await request(cluster.baseUrl, 'GET', '/api/auth/session', { cookie: carol.cookie })).status).toBe(401);
+    expect((await request(cluster.baseUrl, 'GET', '/api/workspaces', { cookie: carolAgain })).status).toBe(401);
+    const refused = await request(cluster.baseUrl, 'POST', '/api/auth/login', { body: { email: carol.email, password: carol.password } });
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.message).toBe('Invalid email or password');
+
+    // Enabled again, then a reset: sessions from before the reset stay ended; the new password works.
+    await request(cluster.baseUrl, 'PATCH', path, { cookie: admin, body: { disabled: false } });
+    expect((await request(cluster.baseUrl, 'GET', '/api/auth/session', { cookie: carol.cookie })).status).toBe(200);
+    const newPassword = `reset-${mode}-password-1`;
+    secrets.push(newPassword);
+    expect((await request(cluster.baseUrl, 'PATCH', path, { cookie: admin, body: { password: newPassword } })).status).toBe(200);
+    expect((await request(cluster.baseUrl, 'GET', '/api/auth/session', { cookie: carol.cookie })).status).toBe(401);
+    expect((await request(cluster.baseUrl, 'POST', '/api/auth/login', { body: { email: carol.email, password: carol.password } })).status).toBe(401);
+    const fresh = await login(cluster.baseUrl, carol.email, newPassword);
+    secrets.push(cookieValue(fresh));
+    expect((await request(cluster.baseUrl, 'GET', '/api/auth/session', { cookie: fresh })).status).toBe(200);
+
+    // The audit names the changed fields, never a value.
+    const events = await eventually(async () => {
+      const res = await request(cluster.baseUrl, 'GET', '/api/admin/audit-events?limit=200', { cookie: admin });
+      const list = (res.body.data as Array<{ type: string; subject: { id: string }; changedFields?: string[] }>).filter(
+        (e) => e.type === 'user.updated' && e.subject.id === carol.id,
+      );
+      return list.length >= 4 ? list : undefined;
+    }, 20_000, 'user.updated events');
+    expect(events.flatMap((e) => e.changedFields ?? []).sort()).toEqual(['disabled', 'disabled', 'name', 'password']);
+  });
+
+  it('users: a signed-in user changes their own password; other sessions end, this one continues', async () => {
+    const dave = await createUser(cluster.baseUrl, admin, `dave-${mode}`);
+    const other = await login(cluster.baseUrl, dave.email, dave.password);
+    const next = `dave-${mode}-new-password`;
+    secrets.push(dave.password, next, cookieValue(dave.cookie), cookieValue(other));
+    const change = (body: unknown, cookie = dave.cookie) => request(cluster.baseUrl, 'POST', '/api/auth/password', { cookie, body });
+
+    const wrong = await change({ currentPassword: 'not-my-password', newPassword: next });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toMatchObject({ code: 'invalid-input', field: 'currentPassword' });
+    expect((await change({ currentPassword: dave.password, newPassword: dave.password })).body.error.field).toBe('newPassword');
+    expect((await change({ currentPassword: dave.password, newPassword: 'short' })).body.error.field).toBe('newPassword');
+    expect((await change({ currentPassword: dave.password })).body.error.field).toBe('newPassword');
+    const viaToken = await request(cluster.baseUrl, 'POST', '/api/auth/password', { token: 'svc_x', body: { currentPassword: 'a', newPassword: next } });
+    expect(viaToken.status).toBe(401);
+    // Nothing changed so far: the old password still signs in.
+    secrets.push(cookieValue(await login(cluster.baseUrl, dave.email, dave.password)));
+
+    const changed = await change({ currentPassword: dave.password, newPassword: next });
+    expect(changed.status).toBe(200);
+    expect(changed.body.data).toEqual({ changed: true });
+    const renewed = `service_session=${cookieValue(changed.headers.get('set-cookie'))}`;
+    secrets.push(cookieValue(renewed));
+    expect(renewed).not.toBe(dave.cookie);
+    expect((await request(cluster.baseUrl, 'GET', '/api/auth/session', { cookie: renewed })).status).toBe(200);
+    expect((await request(cluster.baseUrl, 'GET', '/api/auth/session', { cookie: dave.cookie })).status).toBe(401);
+    expect((await request(cluster.baseUrl, 'GET', '/api/auth/session', { cookie: other })).status).toBe(401);
+    expect((await request(cluster.baseUrl, 'POST', '/api/auth/login', { body: { email: dave.email, password: dave.password } })).status).toBe(401);
+    secrets.push(cookieValue(await login(cluster.baseUrl, dave.email, next)));
+  });
+
   it('members: roles by userId or email; admins manage, owners own; the last owner stays', async () => {
     const ws = await createWorkspace(cluster.baseUrl, owner.cookie, `Members ${mode}`, 'hobbyist');
     const alice = await createUser(cluster.baseUrl, admin, 'alice');

@@ -4,7 +4,7 @@ import type { Principal } from '@planning/rpc';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayDeps } from './deps.js';
 import { hashSessionToken } from './store/sessions.js';
-import type { UserRecord } from './store/users.js';
+import { sessionAllowed, type UserRecord } from './store/users.js';
 
 export const SESSION_COOKIE = 'service_session';
 
@@ -116,8 +116,11 @@ export function registerAuthentication(
       if (cookie) {
         const session = await deps.sessions.get(hashSessionToken(cookie), deps.clock());
         const user = session ? await deps.users.findById(session.userId) : null;
-        if (user && !user.disabled) request.principal = userPrincipal(user);
-        else markDenial(request, { type: 'auth.session.denied', reason: user?.disabled ? 'user-disabled' : 'invalid-session' });
+        if (session && user && sessionAllowed(user, session.createdAt)) request.principal = userPrincipal(user);
+        else {
+          const reason = !user ? 'invalid-session' : user.disabled ? 'user-disabled' : 'session-revoked';
+          markDenial(request, { type: 'auth.session.denied', reason });
+        }
       }
     }
 

@@ -42,4 +42,32 @@ export const entries: MatrixEntry[] = [
     }),
     expect: expectFor.session('systemAdmin', 201),
   },
+  {
+    method: 'GET',
+    path: '/api/users',
+    scope: null,
+    request: () => ({ method: 'GET', path: '/api/users?limit=5' }),
+    expect: expectFor.session('systemAdmin'),
+  },
+  {
+    method: 'PATCH',
+    path: '/api/users/{id}',
+    scope: null,
+    request: (world) => ({ method: 'PATCH', path: `/api/users/${world.a.viewer.id}`, body: { name: 'Matrix viewer' } }),
+    expect: expectFor.session('systemAdmin'),
+  },
+  {
+    method: 'POST',
+    path: '/api/auth/password',
+    scope: null,
+    // Any signed-in user may change their own password: a fresh user's session stands in for each
+    // signed-in principal, so the principals' own passwords stay as the other entries need them.
+    request: async (world, who) => {
+      const body = { currentPassword: 'not-the-password', newPassword: `pw-${randomBytes(12).toString('hex')}` };
+      if (!['viewer', 'member', 'admin', 'systemAdmin'].includes(who)) return { method: 'POST', path: '/api/auth/password', body };
+      const user = await world.freshUser('pw');
+      return { method: 'POST', path: '/api/auth/password', body: { ...body, currentPassword: user.password }, cookie: user.cookie };
+    },
+    expect: expectFor.session('none'),
+  },
 ];

@@ -3,9 +3,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { markDenial, SESSION_COOKIE } from '../auth.js';
 import type { GatewayDeps } from '../deps.js';
 import { errorResponse, ok, userSchema } from '../openapi.js';
+import { hashPassword, verifyPassword } from '../identity/passwords.js';
 import { hashSessionToken, newSessionRecord, newSessionToken } from '../store/sessions.js';
 import { toPublicUser } from '../store/users.js';
 import { safeRedirect } from './redirect.js';
+import { passwordSchema } from './users.js';
 
 const loginBody = {
   type: 'object',
@@ -35,6 +37,19 @@ function cookieOptions(request: FastifyRequest, deps: GatewayDeps) {
 
 function clearSessionCookie(reply: FastifyReply, request: FastifyRequest, deps: GatewayDeps): void {
   void reply.clearCookie(SESSION_COOKIE, cookieOptions(request, deps));
+}
+
+/**
+ * A new session with a new cookie value (no session fixation); the session of the cookie the
+ * request presented, if any, ends.
+ */
+async function startSession(request: FastifyRequest, reply: FastifyReply, deps: GatewayDeps, userId: string): Promise<void> {
+  const previous = request.cookies[SESSION_COOKIE];
+  if (previous) await deps.sessions.delete(hashSessionToken(previous));
+  const token = newSessionToken();
+  const session = newSessionRecord(userId, deps.identity.mode, deps.settings.SESSION_TTL_SECONDS * 1000, deps.clock());
+  await deps.sessions.create(hashSessionToken(token), session);
+  void reply.setCookie(SESSION_COOKIE, token, { ...cookieOptions(request, deps), maxAge: deps.settings.SESSION_TTL_SECONDS });
 }
 
 export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
@@ -74,13 +89,7 @@ export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
         markDenial(request, { type: 'auth.login.denied', reason: 'invalid-credentials', subject });
         throw new ServiceError('unauthorized', 'Invalid email or password');
       }
-      // A new cookie value at every sign-in (no session fixation); the old session, if any, ends.
-      const previous = request.cookies[SESSION_COOKIE];
-      if (previous) await deps.sessions.delete(hashSessionToken(previous));
-      const token = newSessionToken();
-      const session = newSessionRecord(user._id, deps.identity.mode, deps.settings.SESSION_TTL_SECONDS * 1000, deps.clock());
-      await deps.sessions.create(hashSessionToken(token), session);
-      void reply.setCookie(SESSION_COOKIE, token, { ...cookieOptions(request, deps), maxAge: deps.settings.SESSION_TTL_SECONDS });
+      await startSession(request, reply, deps, user._id);
       return { data: { redirectTo: safeRedirect(returnTo), mode: deps.identity.mode } };
     },
   );
@@ -141,6 +150,50 @@ export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
           session: { id: session.id, provider: session.provider, createdAt: session.createdAt, expiresAt: session.expiresAt },
         },
       };
+    },
+  );
+
+  app.post<{ Body: { currentPassword: string; newPassword: string } }>(
+    '/api/auth/password',
+    {
+      schema: {
+        summary: 'Change your password',
+        description:
+          'For the `local` provider (with `cognito` the password is Cognito\'s: 403 reason `managed-by-identity-provider`). ' +
+          'A wrong current password is 400 naming `currentPassword` and counts as a failed sign-in (429 after too many). ' +
+          'Every other session of the user ends; this one continues under a new cookie value.',
+        body: {
+          type: 'object',
+          required: ['currentPassword', 'newPassword'],
+          additionalProperties: false,
+          properties: { currentPassword: { type: 'string', minLength: 1, maxLength: 1024 }, newPassword: passwordSchema },
+        },
+        response: { 200: ok({ type: 'object', required: ['changed'], properties: { changed: { type: 'boolean' } } }), 429: errorResponse(429) },
+      },
+      config: { access: { auth: 'session' } },
+    },
+    async (request, reply) => {
+      if (deps.identity.mode !== 'local') {
+        throw new ServiceError('forbidden', 'Passwords are managed by the identity provider', { reason: 'managed-by-identity-provider' });
+      }
+      const user = await deps.users.findById(request.principal.id);
+      if (!user) throw new ServiceError('unauthorized', 'Sign in first: a session is required');
+      const { currentPassword, newPassword } = request.body;
+      await deps.loginThrottle.check(user.email, request.ip);
+      if (!user.passwordHash || !(await verifyPassword(user.passwordHash, currentPassword))) {
+        await deps.loginThrottle.failed(user.email, request.ip);
+        markDenial(request, { type: 'auth.password.denied', reason: 'invalid-credentials', subject: { type: 'user', id: user._id } });
+        throw new ServiceError('invalid-input', 'The current password is not right', { field: 'currentPassword' });
+      }
+      if (newPassword === currentPassword) throw new ServiceError('invalid-input', 'The new password must differ from the current one', { field: 'newPassword' });
+      await deps.users.update(user._id, { passwordHash: await hashPassword(newPassword) }, deps.clock());
+      await startSession(request, reply, deps, user._id);
+      await deps.outbox.add({
+        type: 'user.updated',
+        actor: { type: 'user', id: user._id },
+        data: { subject: { type: 'user', id: user._id }, changedFields: ['password'] },
+      });
+      return { data: { changed: true } };
     },
   );
 }

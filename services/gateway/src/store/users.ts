@@ -1,6 +1,6 @@
 import { ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
-import { isDuplicateKeyError, type Collection, type DocumentStore, type StoredDocument } from '@planning/store';
+import { escapeRegExp, isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type StoredDocument } from '@planning/store';
 
 export interface UserRecord extends StoredDocument {
   email: string;
@@ -8,6 +8,8 @@ export interface UserRecord extends StoredDocument {
   passwordHash: string | null;
   isAdmin: boolean;
   disabled: boolean;
+  /** Sessions created before this instant are refused (set by a password change or reset). */
+  sessionsNotBefore?: string;
   createdAt: string;
   updatedAt: string;
 }
@@ -94,4 +96,46 @@ export class UserRepository {
   async setPasswordHash(id: string, passwordHash: string, now = new Date()): Promise<void> {
     await this.users.updateOne({ _id: id }, { $set: { passwordHash, updatedAt: now.toISOString() } });
   }
+
+  /** Users by id; `q` matches email or name literally (case-insensitive). */
+  list(options: { q?: string; limit: number; after?: string }): Promise<UserRecord[]> {
+    const filter: Filter = {};
+    if (options.after) filter._id = { $gt: options.after };
+    if (options.q) {
+      const pattern = escapeRegExp(options.q);
+      filter.$or = [{ email: { $regex: pattern, $options: 'i' } }, { name: { $regex: pattern, $options: 'i' } }];
+    }
+    return this.users.find(filter, { sort: { _id: 1 }, limit: options.limit });
+  }
+
+  /**
+   * Applies a change and returns the user as it was and as it is now (null: no such user). A new
+   * password hash also ends every session the user had (`sessionsNotBefore`).
+   */
+  async update(id: string, change: UserChange, now = new Date()): Promise<{ before: UserRecord; after: UserRecord } | null> {
+    const at = now.toISOString();
+    const set: Partial<UserRecord> = { updatedAt: at };
+    if (change.name !== undefined) set.name = change.name;
+    if (change.isAdmin !== undefined) set.isAdmin = change.isAdmin;
+    if (change.disabled !== undefined) set.disabled = change.disabled;
+    if (change.passwordHash !== undefined) {
+      set.passwordHash = change.passwordHash;
+      set.sessionsNotBefore = at;
+    }
+    const before = await this.users.findOneAndUpdate({ _id: id }, { $set: set }, { returnDocument: 'before' });
+    if (!before) return null;
+    return { before, after: { ...before, ...set } };
+  }
+}
+
+export interface UserChange {
+  name?: string;
+  isAdmin?: boolean;
+  disabled?: boolean;
+  passwordHash?: string;
+}
+
+/** Whether a session (created at `createdAt`) is still honoured for this user. */
+export function sessionAllowed(user: UserRecord, createdAt: string): boolean {
+  return !user.disabled && (user.sessionsNotBefore === undefined || Date.parse(createdAt) >= Date.parse(user.sessionsNotBefore));
 }
