@@ -73,6 +73,24 @@ const errorBody = (description: string) => ({ description, $ref: 'ErrorBody#' })
 const queryAjv = new Ajv({ coerceTypes: 'array', useDefaults: true, allErrors: false, strict: false });
 
 /**
+ * The SDK prints a notice to the console whenever a handler answers in JSON (mid-call
+ * notifications are dropped; this endpoint sends none). JSON is the documented choice here, so
+ * that one line is kept out of the service's structured logs; every other warning passes.
+ */
+function withoutJsonModeNotice<T>(create: () => T): T {
+  const warn = console.warn;
+  console.warn = (...args: unknown[]) => {
+    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops mid-call notifications")) return;
+    warn(...args);
+  };
+  try {
+    return create();
+  } finally {
+    console.warn = warn;
+  }
+}
+
+/**
  * `POST /api/mcp`: the remote MCP endpoint (Streamable HTTP, JSON responses, stateless) for
  * agent tokens. The gateway authenticates, rate-limits and meters the request like any token
  * request; this route then checks the `Origin`, refuses batches, answers a tool call the token
@@ -83,7 +101,7 @@ const queryAjv = new Ajv({ coerceTypes: 'array', useDefaults: true, allErrors: f
 export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   const factory = createServerFactory(deps, app.log);
   const onerror = (error: Error) => app.log.debug({ err: error }, 'mcp request rejected');
-  const modern: McpHttpHandler = createMcpHandler((ctx) => factory(ctx), { legacy: 'reject', responseMode: 'json', onerror });
+  const modern: McpHttpHandler = withoutJsonModeNotice(() => createMcpHandler((ctx) => factory(ctx), { legacy: 'reject', responseMode: 'json', onerror }));
   const allowedOrigins = deps.settings.MCP_ALLOWED_ORIGINS;
   app.addHook('onClose', async () => {
     await modern.close();
