@@ -3,7 +3,7 @@
 // dist/package.json naming the few packages that must stay real node_modules: a native addon,
 // and packages that read .proto files from their own folder at run time. The Dockerfile
 // installs those beside the bundle; in this checkout they resolve from the root node_modules.
-import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { readFileSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,7 +50,15 @@ const result = await build({
   },
   logLevel: 'warning',
   metafile: true,
+  // Written below, each file whole: a process starting from dist/ while another build runs (two
+  // test runs in one checkout) must never load a half-written bundle.
+  write: false,
 });
+for (const file of result.outputFiles) {
+  const partial = `${file.path}.${process.pid}.partial`;
+  writeFileSync(partial, file.contents);
+  renameSync(partial, file.path);
+}
 
 const dependencies = Object.fromEntries(RUNTIME_PACKAGES.map((name) => [name, versionOf(name)]));
 writeFileSync(
