@@ -106,6 +106,16 @@ export function createRpcClient<S extends DescService>(service: S, options: RpcC
     if (signal?.aborted) return Promise.reject(new ServiceError('unavailable', `${what}: call cancelled`));
 
     const message = create(method.input, request as never);
+    // Encoded before the call: a value its field cannot hold (a number beyond int32, say) is the
+    // caller's input problem, not the INTERNAL status grpc-js would make of a failed serializer.
+    let encoded: Buffer;
+    try {
+      encoded = Buffer.from(toBinary(method.input, message));
+    } catch (err) {
+      return Promise.reject(
+        new ServiceError('invalid-input', 'A value in the request is out of range for its field', {}, { cause: err }),
+      );
+    }
     const metadata = new grpc.Metadata();
     const signed = principalSigner.sign(callOptions.principal ?? defaultPrincipal);
     metadata.set(PRINCIPAL_HEADER, signed.principal);
@@ -119,11 +129,11 @@ export function createRpcClient<S extends DescService>(service: S, options: RpcC
 
     return new Promise<Message>((resolve, reject) => {
       const onAbort = (): void => pending.cancel();
-      const pending = pooled.client.makeUnaryRequest<Message, Message>(
+      const pending = pooled.client.makeUnaryRequest<Buffer, Message>(
         `/${service.typeName}/${method.name}`,
-        (value) => Buffer.from(toBinary(method.input, value)),
+        (bytes) => bytes,
         (bytes) => fromBinary(method.output, bytes),
-        message,
+        encoded,
         metadata,
         { deadline: resolveDeadline(callOptions, defaultDeadlineMs) },
         (err, response) => {

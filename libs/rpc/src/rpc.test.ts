@@ -247,6 +247,22 @@ describe('rpc errors', () => {
     expect(logs.lines().some((line) => line.msg === 'rpc handler failed')).toBe(true);
   });
 
+  it('rpc: a request value its field cannot hold is invalid-input, and nothing is sent', async () => {
+    let calls = 0;
+    const { address } = await serve(
+      workspaceImplementation({
+        async listWorkspaces() {
+          calls += 1;
+          return { workspaces: [] };
+        },
+      }),
+    );
+    const error = await expectServiceError(workspaceClient(address).listWorkspaces({ limit: 3_000_000_000 }));
+    expect(error.code).toBe('invalid-input');
+    expect(error.httpStatus).toBe(400);
+    expect(calls).toBe(0);
+  });
+
   it('rpc: a server that cannot be reached is unavailable', async () => {
     // Bind and release a port so nothing listens there.
     const probe = createRpcServer({

@@ -198,7 +198,7 @@ function policyJson(p: MessageShape<typeof ClaimPolicySchema> | undefined) {
 // ---- request shapes ------------------------------------------------------------------------------
 
 const issueParams = { type: 'object', required: ['issueId'], properties: { issueId: idSchema } } as const;
-const fencingToken = { type: 'integer', minimum: 1, description: "The claim's fencing token: when sent, it must be the current one (409 stale-claim otherwise)." } as const;
+const fencingToken = { type: 'integer', minimum: 1, maximum: 2147483647, description: "The claim's fencing token: when sent, it must be the current one (409 stale-claim otherwise)." } as const;
 /** Heartbeat and release take an optional body. */
 const tokenBody = { type: ['object', 'null'], additionalProperties: false, properties: { fencingToken } } as const;
 

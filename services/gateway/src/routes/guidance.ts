@@ -23,7 +23,7 @@ const MANAGE = { access: { auth: 'session-or-token', scope: 'admin' } } as const
 const KNOWLEDGE_WRITE = { access: { auth: 'session-or-token', scope: 'projects:write' } } as const;
 const AGENT = { access: { auth: 'token', scope: 'issues:read' } } as const;
 
-const version = { type: 'integer', minimum: 0, description: 'Apply only if still at this version (0: never changed).' } as const;
+const version = { type: 'integer', minimum: 0, maximum: 2147483647, description: 'Apply only if still at this version (0: never changed).' } as const;
 const shortList = (maxItems: number, maxLength: number) => ({ type: 'array', maxItems, items: { type: 'string', maxLength } }) as const;
 const slug = { type: 'string', minLength: 1, maxLength: 40 } as const;
 
@@ -180,7 +180,7 @@ const patchDocumentBody = {
     initiativeId: nullableId,
     path: { type: ['string', 'null'], minLength: 1, maxLength: 500 },
     url: { type: ['string', 'null'], maxLength: 2000 },
-    version: { type: 'integer', minimum: 1 },
+    version: { type: 'integer', minimum: 1, maximum: 2147483647 },
   },
 } as const;
 

@@ -105,10 +105,11 @@ const patchBody = {
   minProperties: 1,
   properties: {
     ...issuePatchProperties,
-    version: { type: 'integer', minimum: 1, description: 'Apply only if the issue is still at this version.' },
+    version: { type: 'integer', minimum: 1, maximum: 2147483647, description: 'Apply only if the issue is still at this version.' },
     fencingToken: {
       type: 'integer',
       minimum: 1,
+      maximum: 2147483647,
       description: "An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current one).",
     },
   },

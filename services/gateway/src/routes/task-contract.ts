@@ -12,7 +12,7 @@ const patchBody = {
   additionalProperties: false,
   properties: {
     agent: { type: 'object', required: ['instructions'], additionalProperties: false, properties: { instructions: instructionsSchema } },
-    version: { type: 'integer', minimum: 1, description: 'Apply only if the issue is still at this version.' },
+    version: { type: 'integer', minimum: 1, maximum: 2147483647, description: 'Apply only if the issue is still at this version.' },
   },
 } as const;
 
