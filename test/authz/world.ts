@@ -105,7 +105,12 @@ export function credentialsOf(world: World, who: MatrixPrincipal, scope: Scope |
 }
 
 export async function send(world: World, spec: RequestSpec, credentials: { cookie?: string; token?: string }) {
-  return request(world.baseUrl, spec.method, spec.path, { ...credentials, ...(spec.cookie ? { cookie: spec.cookie } : {}), body: spec.body });
+  return request(world.baseUrl, spec.method, spec.path, {
+    ...credentials,
+    ...(spec.cookie ? { cookie: spec.cookie } : {}),
+    ...(spec.headers ? { headers: spec.headers } : {}),
+    body: spec.body,
+  });
 }
 
 export interface RequestSpec {
@@ -114,12 +119,14 @@ export interface RequestSpec {
   body?: unknown;
   /** Overrides the principal's session cookie (requests that end a session use a fresh one). */
   cookie?: string;
+  /** Extra request headers (e.g. `idempotency-key`). */
+  headers?: Record<string, string>;
 }
 
 export type Expectation = Record<MatrixPrincipal, number>;
 
 export interface MatrixEntry {
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
   /** As in the OpenAPI document: `/api/workspaces/{id}/members`. */
   path: string;
   /** The scope a token needs (the route's `config.access.scope`); null for session-only and public routes. */

@@ -3,7 +3,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listedTools } from '../../services/gateway/src/mcp/catalog.js';
+import { listedTools, toolsNamedIn } from '../../services/gateway/src/mcp/catalog.js';
 import { createKey, createWorkspace, type TestKey } from '../support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster, type Mode } from '../support/cluster.js';
 import { login, request, type ApiResponse } from '../support/http.js';
@@ -156,6 +156,17 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     const core = await connect(cluster.baseUrl, reader.token, 'modern', 'core');
     const coreNames = (await core.listTools()).map((t) => t.name);
     await core.close();
+    // The instructions of each list name only tools that list has (canonical names, no aliases).
+    const init = (query: string) =>
+      mcpPost(rpcBody('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } }), { token: reader.token, query });
+    for (const [query, names] of [['', listedTools('full')], ['?toolset=core', listedTools('core')]] as const) {
+      const instructions: string = (await init(query)).body.result.instructions;
+      const listed = new Set(names.map((t) => t.name.replace('service.', '')));
+      const named = toolsNamedIn(instructions);
+      expect(named.length, query).toBeGreaterThan(2);
+      expect(named.filter((n) => !listed.has(n)), `${query || 'full'}: instructions name unlisted tools`).toEqual([]);
+      expect(instructions).not.toContain('..');
+    }
     expect(coreNames.sort()).toEqual(
       [
         'add_comment',
@@ -311,8 +322,17 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     await expect(s.call('add_comment', { issueId: blocked.id })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("'body'") });
     await expect(s.call('search_issues', { status: ['open'] })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("'status[0]'") });
     await expect(s.call('add_comment', { issueId: blocked.id, body: 'x', extra: 1 })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("'extra'") });
-    // A service-side field check is -32602 too, naming the service's field.
+    // A service-side field check is -32602 too, naming the field as the tool's argument.
     await expect(s.call('create_issue', { projectId, title: 'Bad date', dueDate: '2031-02-30' })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('dueDate') });
+    const argError = async (name: string, args: Record<string, unknown>) => (await mcpPost(rpcBody('tools/call', { name: `service.${name}`, arguments: args }), { token: peer.token })).body.error;
+    // Empty ids and keys: caught by the schema (minLength), named as the argument.
+    expect(await argError('update_issue_status', { issueId: '', status: 'ready' })).toMatchObject({ code: -32602, data: { field: 'issueId' } });
+    expect(await argError('claim_work', { issueId: blocked.id, idempotencyKey: '' })).toMatchObject({ code: -32602, data: { field: 'idempotencyKey' } });
+    // The service names the task id `id` (TaskService.UpdateTask); the tool's argument is issueId.
+    const badId = await argError('update_issue_status', { issueId: 'not an id!', status: 'ready' });
+    expect(badId).toMatchObject({ code: -32602, data: { code: 'invalid-input', field: 'issueId' }, message: expect.stringContaining("'issueId'") });
+    expect(badId.message).not.toMatch(/'id'/);
+    expect(await argError('add_comment', { issueId: blocked.id, body: 'x'.repeat(10_001) })).toMatchObject({ code: -32602, data: { field: 'body' } });
     await s.close();
     expect((await api.get(`/api/issues?workspaceId=${ws}&q=Bad%20date`)).body.data.issues).toEqual([]);
   });
@@ -343,9 +363,14 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     const wrongType = await mcpPost(rpcBody('tools/call', { name: 'service.get_task_contract', arguments: { issueId: 42 } }));
     expect(wrongType.body.error).toMatchObject({ code: -32602, data: { field: 'issueId' } });
 
-    const badToolset = await mcpPost(list, { query: '?toolset=tiny' });
+    // A bad toolset is a JSON-RPC -32602 naming `toolset`, not a REST body.
+    const badToolset = await mcpPost(list, { query: '?toolset=bogus' });
     expect(badToolset.status).toBe(400);
-    expect(badToolset.body.error).toMatchObject({ code: 'invalid-input', field: 'toolset' });
+    expect(badToolset.body).toMatchObject({ jsonrpc: '2.0', id: 1, error: { code: -32602, message: expect.stringContaining('toolset'), data: { code: 'invalid-input', field: 'toolset' } } });
+    // An oversized body: HTTP 413 with a JSON-RPC -32600 body.
+    const huge = await mcpPost(undefined, { rawBody: JSON.stringify(rpcBody('tools/call', { name: 'service.add_comment', arguments: { issueId: 'x', body: 'x'.repeat(1024 * 1024) } })) });
+    expect(huge.status).toBe(413);
+    expect(huge.body).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringContaining('bytes') } });
     const html = await mcpPost(list, { headers: { accept: 'text/html' } });
     expect(html.status).toBe(406);
     const noAccept = await call('POST', '/api/mcp', { token: agent.token, body: list });
@@ -354,11 +379,37 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     const textBody = await mcpPost(undefined, { rawBody: JSON.stringify(list), headers: { 'content-type': 'text/plain' } });
     expect(textBody.status).toBe(415);
 
+    // Origin is checked before authentication: a disallowed page gets 403 with or without a token,
+    // and its requests never reach the rate limiter (no RateLimit headers: no token spent).
     const evil = await mcpPost(list, { headers: { origin: 'https://evil.example' } });
     expect(evil.status).toBe(403);
     expect(evil.body.error).toMatchObject({ code: 'forbidden', reason: 'origin-not-allowed' });
+    expect(evil.headers.get('ratelimit')).toBeNull();
+    expect(evil.headers.get('access-control-allow-origin')).toBeNull();
+    const evilAnonymous = await mcpPost(list, { token: null, headers: { origin: 'https://evil.example' } });
+    expect(evilAnonymous.status).toBe(403);
+    expect(evilAnonymous.body.error).toMatchObject({ code: 'forbidden', reason: 'origin-not-allowed' });
     const good = await mcpPost(list, { headers: { origin: ALLOWED_ORIGIN } });
     expect(good.status).toBe(200);
+    expect(good.headers.get('ratelimit')).not.toBeNull();
+
+    // CORS for a listed browser origin: the preflight an Authorization header needs, then readable responses (errors too).
+    const preflightCors = await call('OPTIONS', '/api/mcp', {
+      headers: { origin: ALLOWED_ORIGIN, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-protocol-version' },
+    });
+    expect(preflightCors.status).toBe(204);
+    expect(preflightCors.headers.get('access-control-allow-origin')).toBe(ALLOWED_ORIGIN);
+    expect(preflightCors.headers.get('access-control-allow-methods')).toContain('POST');
+    expect(preflightCors.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('authorization');
+    expect(preflightCors.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('mcp-protocol-version');
+    expect((await call('OPTIONS', '/api/mcp', { headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } })).status).toBe(403);
+    expect(good.headers.get('access-control-allow-origin')).toBe(ALLOWED_ORIGIN);
+    expect(good.headers.get('access-control-expose-headers')?.toLowerCase()).toContain('www-authenticate');
+    const goodAnonymous = await mcpPost(list, { token: null, headers: { origin: ALLOWED_ORIGIN } });
+    expect(goodAnonymous.status).toBe(401);
+    expect(goodAnonymous.headers.get('access-control-allow-origin')).toBe(ALLOWED_ORIGIN);
+    // Agents and CLIs (no Origin) get no CORS headers.
+    expect(noAccept.headers.get('access-control-allow-origin')).toBeNull();
 
     const get = await call('GET', '/api/mcp', { token: agent.token });
     expect(get.status).toBe(405);
@@ -456,6 +507,7 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
       ['get_market_standards', {}, `/api/workspaces/${ws}/standards`],
       ['get_launch_readiness', {}, `/api/workspaces/${ws}/launch-readiness`],
       ['search_knowledgebase', { q: 'canary', limit: 5 }, '/api/knowledgebase?q=canary&limit=5'],
+      ['search_knowledgebase', { tag: ['ops'], limit: 5 }, '/api/knowledgebase?tag=ops&limit=5'],
       ['list_issue_reminders', { limit: 5 }, `/api/issues/reminders?workspaceId=${ws}&limit=5`],
       ['list_ready_work', { limit: 5 }, '/api/agents/ready-work?limit=5'],
       ['get_client_bootstrap', {}, '/api/agents/bootstrap'],
@@ -490,7 +542,12 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     const seen = (await s.call('get_workspace_customization')).structuredContent.data;
     expect(seen.viewModes.filter((m: any) => m.enabled).map((m: any) => m.label)).toEqual(['List', 'Swimlanes']);
     expect(seen.defaultViewMode).toBe('list');
-    expect(seen.evidencePolicy).toEqual({ requiredForDone: true, minimumItems: 2, acceptedKinds: ['test-result'], requireCheckCoverage: true });
+    expect(seen.evidencePolicy).toMatchObject({ requiredForDone: true, minimumItems: 2, acceptedKinds: ['test-result'], requireCheckCoverage: true, enforcedBy: 'reviewers' });
+    expect(seen.evidencePolicy.description).toContain('not enforced by the service');
+    expect(seen.rulesCenter.find((r: any) => r.id === 'evidence-policy')).toMatchObject({ enforcedBy: 'reviewers', severity: 'must' });
+    // REST shows the same (its response schema keeps the added fields).
+    const restCustom = (await api.get(`/api/workspaces/${ws}/customization`)).body.data;
+    expect(restCustom.evidencePolicy).toEqual(seen.evidencePolicy);
     expect(seen.adminSetupPath.find((st: any) => st.id === 'publish-standards').done).toBe(true);
     const bad = await api.patch(`/api/workspaces/${ws}/customization`, { defaultViewMode: 'cards' });
     expect(bad.status).toBe(400);

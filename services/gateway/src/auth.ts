@@ -43,6 +43,11 @@ declare module 'fastify' {
   }
   interface FastifyContextConfig {
     access?: RouteAccess;
+    /**
+     * A check that runs before authentication (and so before the rate limiter): it must neither
+     * need nor spend a credential, e.g. the MCP endpoint's `Origin` check. It may throw.
+     */
+    beforeAuth?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   }
 }
 
@@ -104,6 +109,7 @@ export function registerAuthentication(
 
   app.addHook('onRequest', async (request, reply) => {
     request.principal = ANONYMOUS;
+    await request.routeOptions.config.beforeAuth?.(request, reply);
     const access = request.routeOptions.config.access;
     if (!access || access.auth === 'public') return;
 

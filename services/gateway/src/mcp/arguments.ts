@@ -46,3 +46,28 @@ export function createArgumentValidator(catalog: readonly ToolDefinition[] = CAT
     return { field, message: `Invalid argument '${field}': ${describe(error)}` };
   };
 }
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * A service's `invalid-input` as a problem with the tool's arguments: the service names the field
+ * of its own request (`id`, the `idempotency-key` header, `tags`), the tool's caller knows only the
+ * tool's arguments (`issueId`, `idempotencyKey`, `tag`). Renames the field (and nested paths under
+ * it: `tags[0]` → `tag[0]`) and its mentions in the message by the tool's `serviceFields`; fields
+ * the tool does not rename are its arguments already.
+ */
+export function argumentProblemOf(tool: ToolDefinition, field: string | undefined, message: string): { field?: string; message: string } {
+  if (field === undefined) return { message };
+  const renames = tool.serviceFields ?? {};
+  const from = Object.keys(renames)
+    .sort((a, b) => b.length - a.length)
+    .find((f) => field === f || field.startsWith(`${f}.`) || field.startsWith(`${f}[`));
+  if (from === undefined) return { field, message };
+  const to = renames[from]!;
+  const renamed = `${to}${field.slice(from.length)}`;
+  // "The 'idempotency-key' header must …" → "'idempotencyKey' must …"; "'id' is required" → "'issueId' is required".
+  const text = message.replace(new RegExp(`(?:The )?'${escape(from)}((?:[.[][^']*)?)'(?: header)?`, 'g'), (_m, rest: string) => `'${to}${rest}'`);
+  // "'issueId' is required" → "Invalid argument 'issueId': is required" (as the schema check words it).
+  const lead = /^'([^']+)' (.*)$/s.exec(text);
+  return { field: renamed, message: lead ? `Invalid argument '${lead[1]}': ${lead[2]}` : text };
+}

@@ -36,13 +36,24 @@ export interface ToolDefinition {
   core: boolean;
   /** The issue-named tool a task-named alias shares its implementation with. */
   aliasOf?: string;
+  /**
+   * Service field names that differ from the tool's argument names (`id` → `issueId`): a service's
+   * `invalid-input` names its own request's field, and a -32602 must name the tool's argument.
+   */
+  serviceFields?: Readonly<Record<string, string>>;
 }
 
 // ---- schema builders -------------------------------------------------------------------------
 
 const str = (description?: string): Json => (description ? { type: 'string', description } : { type: 'string' });
+/** Text the service bounds: up to `max` characters (`min` 1 when it must not be empty). */
+const text = (max: number, min = 0, description?: string): Json => ({ type: 'string', ...(min > 0 ? { minLength: min } : {}), maxLength: max, ...(description ? { description } : {}) });
 const int = (minimum: number, maximum: number, description?: string): Json => ({ type: 'integer', minimum, maximum, ...(description ? { description } : {}) });
 const strs: Json = { type: 'array', items: { type: 'string' } };
+/** Ids are 1 to 64 characters (the services refuse others; an empty one is a missing argument). */
+const id: Json = { type: 'string', minLength: 1, maxLength: 64 };
+const ids = (maxItems: number): Json => ({ type: 'array', maxItems, items: id });
+const labels: Json = { type: 'array', maxItems: 20, items: text(50, 1) };
 const enumOf = (values: readonly string[]): Json => ({ type: 'string', enum: [...values] });
 const enums = (values: readonly string[]): Json => ({ type: 'array', items: enumOf(values) });
 const args = (properties: Json, required: string[] = []): Json => ({
@@ -65,12 +76,12 @@ const PRIORITIES = ['urgent', 'high', 'medium', 'low', 'none'] as const;
 const EVIDENCE_KINDS = ['link', 'log', 'test-result', 'artifact', 'note'] as const;
 const REMINDER_KINDS = ['missing-dates', 'stale-update', 'missing-time', 'overdue'] as const;
 
-const issueId = str();
+const issueId = id;
 const limit = int(1, 200, 'Page size (default 20).');
 const cursor = str('page.nextCursor of the previous call.');
 const fencingToken = { type: 'integer', minimum: 1, maximum: 2147483647, description: 'From claim_work; a replaced or expired claim is refused.' };
-const sectionText = { type: ['string', 'null'] };
-const sectionList = { type: ['array', 'null'], items: { type: 'string' } };
+const sectionText = { type: ['string', 'null'], maxLength: 2000 };
+const sectionList = { type: ['array', 'null'], maxItems: 30, items: { type: 'string', maxLength: 500 } };
 const instructions = args({
   objective: sectionText,
   constraints: sectionList,
@@ -83,9 +94,18 @@ const instructions = args({
 const issue = shape(['id', 'title', 'status', 'priority', 'taskHealth']);
 const claimResult = result(shape(['claim', 'issue']));
 
+/*
+ * Annotations (MCP spec): `destructiveHint: false` means the tool makes only additive updates;
+ * a tool that overwrites, clears or ends existing state is destructive. `idempotentHint`: the
+ * same call again has no further effect.
+ */
 const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+/** Adds a record per call (comments, time, evidence, approval requests, tasks, status notes). */
 const ADD: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false };
-const SET: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+/** Overwrites existing state (a status, brief sections, a claim); the same call again changes nothing more. */
+const OVERWRITE: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false };
+/** claim_work: overwrites the task's status (ready → in-progress) and meters a run; retry-safe only with idempotencyKey. */
+const CLAIM: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false };
 
 const WRITE_SCOPES: readonly Scope[] = ['issues:write', 'agents:execute'];
 
@@ -98,14 +118,14 @@ const ISSUE_TOOLS: ToolDefinition[] = [
     description:
       'Search tasks of your workspace by filters and literal text. Call before any write: each issue has taskHealth (blocksAgentClaim, firstReminder, safeNextActions). Read-only.',
     inputSchema: args({
-      q: str('Literal text in title or description.'),
+      q: text(200, 0, 'Literal text in title or description.'),
       status: enums(STATUSES),
       priority: enums(PRIORITIES),
-      label: strs,
-      projectId: str(),
-      milestoneId: str(),
-      initiativeId: str(),
-      assignedAgentId: str(),
+      label: labels,
+      projectId: id,
+      milestoneId: id,
+      initiativeId: id,
+      assignedAgentId: id,
       dependencyState: enumOf(['blocked', 'unblocked']),
       sort: enumOf(['priority', 'updatedAt', 'createdAt', 'dueDate', 'title']),
       direction: enumOf(['asc', 'desc']),
@@ -121,23 +141,23 @@ const ISSUE_TOOLS: ToolDefinition[] = [
   {
     name: 'create_issue',
     title: 'Create an issue',
-    description: 'Create a task in a project (status ready unless given). Not idempotent: a retry creates another task.',
+    description: 'Create a task in a project (status ready unless given) when work is missing from the plan. Not idempotent: a retry creates another task.',
     inputSchema: args(
       {
-        projectId: str(),
-        title: str(),
-        description: str(),
+        projectId: id,
+        title: text(300, 1),
+        description: text(20000),
         status: enumOf(STATUSES),
         priority: enumOf(PRIORITIES),
-        labels: strs,
-        milestoneId: str(),
-        initiativeId: str(),
-        parentId: str(),
+        labels,
+        milestoneId: id,
+        initiativeId: id,
+        parentId: id,
         dueDate: str('YYYY-MM-DD'),
-        estimate: { type: 'number', minimum: 0 },
-        dependencies: strs,
-        acceptanceChecks: { type: 'array', items: args({ title: str(), done: { type: 'boolean' } }, ['title']) },
-        agent: args({ assignedAgentId: str(), instructions }),
+        estimate: { type: 'number', minimum: 0, maximum: 10000 },
+        dependencies: ids(50),
+        acceptanceChecks: { type: 'array', maxItems: 50, items: args({ title: text(300, 1), done: { type: 'boolean' } }, ['title']) },
+        agent: args({ assignedAgentId: id, instructions }),
       },
       ['projectId', 'title'],
     ),
@@ -150,19 +170,20 @@ const ISSUE_TOOLS: ToolDefinition[] = [
     name: 'update_issue_status',
     title: 'Move an issue',
     description:
-      'Change a task\'s status along the allowed moves. in-review, done or cancelled completes your claim; ready releases it. Pass fencingToken when you hold the claim. Idempotent.',
+      "Change a task's status along the allowed moves. in-review, done or cancelled completes your claim; ready releases it. Pass fencingToken while you hold the claim. The same move again changes nothing, but once the claim has ended a repeat with fencingToken is refused (stale-claim).",
     inputSchema: args({ issueId, status: enumOf(STATUSES), version: int(1, 2 ** 31 - 1, 'Apply only at this version.'), fencingToken }, ['issueId', 'status']),
     outputSchema: result(issue, { meta: { type: 'object', properties: { changedFields: strs } } }),
-    annotations: SET,
+    annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
     core: true,
+    serviceFields: { id: 'issueId' },
   },
   {
     name: 'list_issue_reminders',
     title: 'Issue reminders',
     description:
       'Open tasks with missing dates, stale updates, missing time or overdue dates, most urgent first, each with safeNextActions. Follow them before claiming such work. Read-only.',
-    inputSchema: args({ projectId: str(), assignedAgentId: str(), kind: enums(REMINDER_KINDS), limit, cursor }),
+    inputSchema: args({ projectId: id, assignedAgentId: id, kind: enums(REMINDER_KINDS), limit, cursor }),
     outputSchema: list(shape(['issueId', 'reminders', 'safeNextActions'])),
     annotations: READ,
     scopes: [],
@@ -185,7 +206,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'get_agent_preflight',
     title: 'Agent preflight',
     description:
-      'Call first. firstSessionDecision says what to do now (resume-claim, claim-next, wait-for-approval, no-ready-work, read-only) from checks of scopes, quotas, your held claim and pending approvals. Read-only.',
+      'Call first. firstSessionDecision says what to do now (resume-claim, claim-next, wait-for-approval, no-ready-work, read-only, or blocked when the API quota is used up) from checks of scopes, quotas, your held claim and pending approvals. Read-only.',
     inputSchema: args({}),
     outputSchema: result(shape(['firstSessionDecision', 'checks'])),
     annotations: READ,
@@ -196,7 +217,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'get_workspace_customization',
     title: 'Workspace customization',
     description:
-      "The workspace's viewModes (Cards, List, Tags, Swimlanes), viewPresets, adminSetupPath, rulesCenter, evidencePolicy and handoffPacket. Keep them for the task run. Read-only.",
+      "The workspace's viewModes (Cards, List, Tags, Swimlanes), viewPresets, adminSetupPath, rulesCenter, evidencePolicy and handoffPacket. Call after preflight; keep them for the task run. Read-only.",
     inputSchema: args({}),
     outputSchema: result(shape(['viewModes', 'viewPresets', 'adminSetupPath', 'rulesCenter', 'evidencePolicy', 'handoffPacket'])),
     annotations: READ,
@@ -206,7 +227,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'get_market_standards',
     title: 'Working standards',
-    description: "The workspace's published working standards: definition of done, review and evidence expectations. Read-only.",
+    description: "The workspace's published working standards: definition of done, review and evidence expectations. Call before work to know when a task counts as done. Read-only.",
     inputSchema: args({}),
     outputSchema: result(shape(['definitionOfDone', 'reviewExpectations', 'evidenceExpectations', 'source'])),
     annotations: READ,
@@ -216,7 +237,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'get_launch_readiness',
     title: 'Launch readiness',
-    description: "Launch readiness from the workspace's launch-blocker tasks and evidence, with the open blockers and their next actions. Read-only.",
+    description: "Launch readiness from the workspace's launch-blocker tasks and evidence, with the open blockers and their next actions. Call when choosing launch work. Read-only.",
     inputSchema: args({}),
     outputSchema: result(shape(['implementation', 'launchProof', 'blockers'])),
     annotations: READ,
@@ -226,12 +247,13 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'search_knowledgebase',
     title: 'Search the knowledgebase',
-    description: "Search the workspace's documents (every word must match title, tags or body), best first, with bodies. Read-only.",
-    inputSchema: args({ q: str(), tags: strs, projectId: str(), initiativeId: str(), limit: int(1, 200, 'Default 5.'), cursor }),
+    description: "Search the workspace's documents (every word must match title, tags or body), best first, with bodies. Call when the brief or context pack leaves a question. Read-only.",
+    inputSchema: args({ q: text(200), tag: { ...labels, description: 'Any of these tags.' }, projectId: id, initiativeId: id, limit: int(1, 200, 'Default 5.'), cursor }),
     outputSchema: list(shape(['document', 'score', 'snippet'])),
     annotations: READ,
     scopes: [],
     core: false,
+    serviceFields: { tags: 'tag' },
   },
   {
     name: 'list_ready_work',
@@ -246,7 +268,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'get_task_contract',
     title: 'Task contract',
-    description: "Read a task's brief: goal, constraints, expected output, verification, permissions, escalation, completeness. Read-only.",
+    description: "Read a task's brief: goal, constraints, expected output, verification, permissions, escalation, completeness. Call after claiming, before work. Read-only.",
     inputSchema: args({ issueId }, ['issueId']),
     outputSchema: result(shape(['issue', 'taskContract'])),
     annotations: READ,
@@ -256,17 +278,17 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'update_task_contract',
     title: 'Update task contract',
-    description: "Merge sections into a task's brief; sections sent replace theirs, null clears one. Idempotent: the same call again changes nothing.",
+    description: "Overwrite sections of a task's brief; sections sent replace theirs, null clears one. The same call again changes nothing.",
     inputSchema: args({ issueId, agent: args({ instructions }, ['instructions']), version: int(1, 2 ** 31 - 1) }, ['issueId', 'agent']),
     outputSchema: result(shape(['issue', 'taskContract', 'changedSections'])),
-    annotations: SET,
+    annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
     core: true,
   },
   {
     name: 'get_context_pack',
     title: 'Context pack',
-    description: "Files, docs and links attached to a task's project and initiative, and the knowledge documents linked to them. Read-only.",
+    description: "Files, docs and links attached to a task's project and initiative, and the knowledge documents linked to them. Call after reading the brief, before you start. Read-only.",
     inputSchema: args({ issueId }, ['issueId']),
     outputSchema: result(shape(['issue', 'project', 'initiative', 'documents'])),
     annotations: READ,
@@ -277,18 +299,19 @@ const TOOLS: ToolDefinition[] = [
     name: 'claim_work',
     title: 'Claim work',
     description:
-      'Claim a ready task: it moves to in-progress, one agent run is metered, and you get a lease (expiresAt) and fencingToken. One claim per agent. Pass idempotencyKey to retry safely.',
-    inputSchema: args({ issueId, idempotencyKey: str() }, ['issueId']),
+      'Call when you hold no claim and picked a ready task (list_ready_work). It moves to in-progress, one agent run is metered, and you get a lease (expiresAt) and fencingToken. One claim per agent. Pass idempotencyKey to retry safely.',
+    inputSchema: args({ issueId, idempotencyKey: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$', description: '1-255 printable ASCII, no spaces.' } }, ['issueId']),
     outputSchema: result(shape(['claim', 'issue', 'metering'])),
-    annotations: ADD,
+    annotations: CLAIM,
     scopes: WRITE_SCOPES,
     core: true,
+    serviceFields: { 'idempotency-key': 'idempotencyKey' },
   },
   {
     name: 'post_status',
     title: 'Post status',
     description: 'Record a status note on the task you hold and renew its lease. Call while working, before the lease expires.',
-    inputSchema: args({ issueId, message: str(), fencingToken }, ['issueId', 'message']),
+    inputSchema: args({ issueId, message: text(10000, 1), fencingToken }, ['issueId', 'message']),
     outputSchema: claimResult,
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -297,18 +320,18 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'cancel_work',
     title: 'Cancel work',
-    description: 'Release your claim: the task returns to ready for others.',
+    description: 'Call when you cannot finish a claimed task: ends your claim and the task returns to ready for others.',
     inputSchema: args({ issueId, fencingToken }, ['issueId']),
     outputSchema: claimResult,
-    annotations: { ...SET, destructiveHint: true },
+    annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
     core: true,
   },
   {
     name: 'add_comment',
     title: 'Add comment',
-    description: 'Comment on a task. A retry adds another comment.',
-    inputSchema: args({ issueId, body: str() }, ['issueId', 'body']),
+    description: 'Comment on a task; call to leave notes for people or the handoff packet. A retry adds another comment.',
+    inputSchema: args({ issueId, body: text(10000, 1) }, ['issueId', 'body']),
     outputSchema: result(shape(['id', 'issueId', 'body'])),
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -317,8 +340,8 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'log_time',
     title: 'Log time',
-    description: 'Log minutes worked on a task. A retry logs them again.',
-    inputSchema: args({ issueId, minutes: int(1, 1440), note: str(), loggedAt: str('RFC 3339; default now.') }, ['issueId', 'minutes']),
+    description: 'Log minutes worked on a task; call after each stretch of work. A retry logs them again.',
+    inputSchema: args({ issueId, minutes: int(1, 1440), note: text(1000), loggedAt: str('RFC 3339; default now.') }, ['issueId', 'minutes']),
     outputSchema: result(shape(['timeEntry', 'totalMinutes'])),
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -328,7 +351,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'add_evidence',
     title: 'Add evidence',
     description: 'Attach proof to a task; naming an acceptance check (checkId) marks it done. A retry adds another record.',
-    inputSchema: args({ issueId, kind: enumOf(EVIDENCE_KINDS), title: str(), url: str(), body: str(), checkId: str() }, ['issueId', 'kind', 'title']),
+    inputSchema: args({ issueId, kind: enumOf(EVIDENCE_KINDS), title: text(300, 1), url: text(2000), body: text(20000), checkId: id }, ['issueId', 'kind', 'title']),
     outputSchema: result(shape(['id', 'issueId', 'kind', 'title'])),
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -338,7 +361,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'request_approval',
     title: 'Request approval',
     description: 'Ask a person to approve something on a task (a pending approval request). A retry asks again.',
-    inputSchema: args({ issueId, reason: str() }, ['issueId', 'reason']),
+    inputSchema: args({ issueId, reason: text(2000, 1) }, ['issueId', 'reason']),
     outputSchema: result(shape(['id', 'issueId', 'status'])),
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -347,19 +370,19 @@ const TOOLS: ToolDefinition[] = [
   ...ISSUE_TOOLS,
 ];
 
-/** Task-named aliases (API document §9): same arguments, results and implementation. */
-const ALIASES: Record<string, string> = {
-  search_tasks: 'search_issues',
-  create_task: 'create_issue',
-  update_task_status: 'update_issue_status',
-  list_task_reminders: 'list_issue_reminders',
+/** Task-named aliases (API document §9): same arguments, results and implementation; each with its own title. */
+const ALIASES: Record<string, { of: string; title: string }> = {
+  search_tasks: { of: 'search_issues', title: 'Search tasks' },
+  create_task: { of: 'create_issue', title: 'Create a task' },
+  update_task_status: { of: 'update_issue_status', title: 'Move a task' },
+  list_task_reminders: { of: 'list_issue_reminders', title: 'Task reminders' },
 };
 
-function aliasTool(name: string, of: ToolDefinition): ToolDefinition {
+function aliasTool(name: string, title: string, of: ToolDefinition): ToolDefinition {
   return {
     ...of,
     name,
-    title: of.title.replace(/issues?/i, (m) => (m.toLowerCase() === 'issues' ? 'tasks' : 'task')),
+    title,
     description: `${of.description} Alias of ${TOOL_PREFIX}${of.name}.`,
     core: false,
     aliasOf: of.name,
@@ -399,7 +422,7 @@ export const TOOL_ORDER = [
 
 export const CATALOG: readonly ToolDefinition[] = TOOL_ORDER.map((name) => {
   const alias = ALIASES[name];
-  if (alias) return aliasTool(name, byName.get(alias)!);
+  if (alias) return aliasTool(name, alias.title, byName.get(alias.of)!);
   const tool = byName.get(name);
   if (!tool) throw new Error(`tool ${name} has no definition`);
   return tool;
@@ -432,21 +455,32 @@ export function requiredScopes(tool: ToolDefinition): Scope[] {
 }
 
 /**
- * The order an agent's session calls tools in (API document §4, rules for clients), used by
- * `get_client_bootstrap` to tell each agent which steps its token can take.
+ * The order an agent's session calls tools in (API document §4, rules for clients), by canonical
+ * (issue-named) tool name, used by `get_client_bootstrap` to tell each agent which steps its token
+ * can take. Every tool a step's purpose names is listed wherever the step is.
  */
 export const CALL_ORDER: readonly { tool: string; purpose: string }[] = [
   { tool: 'get_agent_preflight', purpose: 'Read firstSessionDecision before any write.' },
   { tool: 'get_workspace_customization', purpose: 'Keep view modes, presets, rules, evidence policy and handoff packet for the run.' },
   { tool: 'get_market_standards', purpose: 'Know the definition of done and review expectations.' },
-  { tool: 'search_tasks', purpose: 'Inspect taskHealth (blocksAgentClaim, firstReminder, safeNextActions) before claiming or changing a task.' },
-  { tool: 'list_task_reminders', purpose: 'Follow safeNextActions for missing dates, stale updates, missing time or overdue dates.' },
-  { tool: 'list_ready_work', purpose: 'Pick the top claimable task.' },
+  { tool: 'search_issues', purpose: 'Inspect taskHealth (blocksAgentClaim, firstReminder, safeNextActions) before claiming or changing a task.' },
+  { tool: 'list_issue_reminders', purpose: 'Follow safeNextActions for missing dates, stale updates, missing time or overdue dates.' },
+  { tool: 'list_ready_work', purpose: 'Pick the top claimable task; your held task comes first.' },
   { tool: 'claim_work', purpose: 'Claim it; keep the fencingToken.' },
   { tool: 'get_task_contract', purpose: 'Read the brief; fill missing sections with update_task_contract.' },
   { tool: 'get_context_pack', purpose: 'Read the attached files and documents.' },
   { tool: 'post_status', purpose: 'Report progress and renew the lease.' },
   { tool: 'add_evidence', purpose: 'Prove each acceptance check; log_time and add_comment as you go.' },
   { tool: 'request_approval', purpose: 'Ask a person when the brief says to escalate.' },
-  { tool: 'update_task_status', purpose: 'Move to in-review when verified (completes the claim), or cancel_work to give it back.' },
+  { tool: 'update_issue_status', purpose: 'Move to in-review when verified (completes the claim), or cancel_work to give it back.' },
 ];
+
+/** The call order of a toolset: only steps whose tool the toolset lists (`core` starts at search_issues). */
+export function callOrder(toolset: Toolset): readonly { tool: string; purpose: string }[] {
+  return toolset === 'full' ? CALL_ORDER : CALL_ORDER.filter((step) => toolNamed(`${TOOL_PREFIX}${step.tool}`)?.core);
+}
+
+/** Catalog tool names (without prefix) that a text names, e.g. in instructions or a reason. */
+export function toolsNamedIn(text: string): string[] {
+  return CATALOG.map((t) => t.name).filter((name) => new RegExp(`(^|[^a-z_])${name}([^a-z_]|$)`).test(text));
+}

@@ -1,8 +1,12 @@
 import { describe, expect, it } from 'vitest';
+import { create } from '@bufbuild/protobuf';
+import { WorkspaceCustomizationSchema } from '@planning/proto/planning/issues/v1/guidance_pb';
 import { firstSessionDecision, type PreflightFacts } from '../routes/guidance-agent.js';
-import { createArgumentValidator } from './arguments.js';
-import { CALL_ORDER, CATALOG, listedTools, requiredScopes, toolNamed } from './catalog.js';
+import { customizationJson } from '../routes/guidance-json.js';
+import { argumentProblemOf, createArgumentValidator } from './arguments.js';
+import { CALL_ORDER, callOrder, CATALOG, listedTools, requiredScopes, toolNamed, toolsNamedIn, type Toolset } from './catalog.js';
 import { normalizeAccept, originAllowed } from './route.js';
+import { instructionsFor } from './server.js';
 import { TOOL_HANDLERS } from './tools.js';
 
 /** The tool names of the API document (§4, endpoint 14), in its order. */
@@ -94,6 +98,110 @@ describe('mcp: tool catalog', () => {
   it('mcp: the recommended call order names tools of the catalog', () => {
     for (const step of CALL_ORDER) expect(toolNamed(`service.${step.tool}`), step.tool).toBeDefined();
   });
+
+  /**
+   * MCP spec: `destructiveHint: false` means only additive updates. Tools that overwrite, clear or
+   * end existing state (a status, brief sections, a claim) are destructive; tools that add a record
+   * are not. post_status adds a status note and only extends the caller's own lease.
+   */
+  const WRITE_HINTS: Record<string, { destructiveHint: boolean; idempotentHint: boolean }> = {
+    create_issue: { destructiveHint: false, idempotentHint: false },
+    create_task: { destructiveHint: false, idempotentHint: false },
+    update_issue_status: { destructiveHint: true, idempotentHint: true },
+    update_task_status: { destructiveHint: true, idempotentHint: true },
+    update_task_contract: { destructiveHint: true, idempotentHint: true },
+    claim_work: { destructiveHint: true, idempotentHint: false },
+    cancel_work: { destructiveHint: true, idempotentHint: true },
+    post_status: { destructiveHint: false, idempotentHint: false },
+    add_comment: { destructiveHint: false, idempotentHint: false },
+    log_time: { destructiveHint: false, idempotentHint: false },
+    add_evidence: { destructiveHint: false, idempotentHint: false },
+    request_approval: { destructiveHint: false, idempotentHint: false },
+  };
+
+  it('mcp: every write tool has the destructive and idempotent hints of the table (overwriting tools are destructive)', () => {
+    const writes = CATALOG.filter((t) => !t.annotations.readOnlyHint);
+    expect(writes.map((t) => t.name).sort()).toEqual(Object.keys(WRITE_HINTS).sort());
+    for (const tool of writes) {
+      expect({ destructiveHint: tool.annotations.destructiveHint, idempotentHint: tool.annotations.idempotentHint }, tool.name).toEqual(WRITE_HINTS[tool.name]);
+    }
+    const listed = listedTools('full').find((t) => t.name === 'service.update_task_contract')!;
+    expect(listed.annotations.destructiveHint).toBe(true);
+  });
+
+  it('mcp: every tool has its own grammatical title; aliases say task where the canonical tool says issue', () => {
+    const titles = Object.fromEntries(CATALOG.map((t) => [t.name, t.title]));
+    expect(titles).toMatchObject({
+      search_tasks: 'Search tasks',
+      create_task: 'Create a task',
+      update_task_status: 'Move a task',
+      list_task_reminders: 'Task reminders',
+      search_issues: 'Search issues',
+      create_issue: 'Create an issue',
+      update_issue_status: 'Move an issue',
+      list_issue_reminders: 'Issue reminders',
+    });
+    for (const tool of CATALOG) {
+      expect(tool.title, tool.name).toMatch(/^[A-Z]/);
+      expect(tool.title, tool.name).not.toMatch(/\ban task\b|\ba issue\b/i);
+    }
+  });
+
+  it('mcp: descriptions say when to call, the preflight names every decision, and a status move is not called idempotent', () => {
+    const description = (name: string) => toolNamed(`service.${name}`)!.description;
+    for (const name of ['claim_work', 'cancel_work', 'add_comment', 'log_time', 'get_context_pack', 'get_task_contract', 'get_market_standards', 'get_launch_readiness', 'search_knowledgebase']) {
+      expect(description(name), name).toMatch(/\bcall\b/i);
+    }
+    for (const decision of ['resume-claim', 'claim-next', 'wait-for-approval', 'no-ready-work', 'read-only', 'blocked']) expect(description('get_agent_preflight')).toContain(decision);
+    expect(description('update_issue_status')).not.toMatch(/Idempotent\./);
+    expect(description('update_issue_status')).toContain('stale-claim');
+  });
+});
+
+describe('mcp: toolsets name only tools they list', () => {
+  const names = (toolset: Toolset) => new Set(listedTools(toolset).map((t) => t.name.replace('service.', '')));
+
+  it.each(['full', 'core'] as const)('mcp: %s: the server instructions and the call order name only listed, canonical tools', (toolset) => {
+    const listed = names(toolset);
+    const instructions = instructionsFor(toolset);
+    expect(instructions).not.toContain('..');
+    const named = toolsNamedIn(instructions);
+    expect(named.length).toBeGreaterThan(2);
+    for (const tool of named) {
+      expect(listed.has(tool), `${toolset} instructions name ${tool}`).toBe(true);
+      expect(toolNamed(`service.${tool}`)!.aliasOf, `${tool} is an alias`).toBeUndefined();
+    }
+    for (const step of callOrder(toolset)) {
+      for (const tool of [step.tool, ...toolsNamedIn(step.purpose)]) {
+        expect(listed.has(tool), `${toolset} call order names ${tool}`).toBe(true);
+        expect(toolNamed(`service.${tool}`)!.aliasOf, `${tool} is an alias`).toBeUndefined();
+      }
+    }
+  });
+
+  it.each(['full', 'core'] as const)('mcp: %s: every first-session decision names a listed, canonical next tool', (toolset) => {
+    const listed = names(toolset);
+    const base: PreflightFacts = { missingWriteScopes: [], apiRequests: { used: 1, limit: 10 }, queue: { quotaState: 'within-run-budget', claimable: 1, total: 1, nextIssueId: 'i' }, pendingApprovals: [] };
+    const held = { issueId: 'h', expiresAt: 't', fencingToken: 1 };
+    const { queue: _q, ...noQueue } = base;
+    const cases: PreflightFacts[] = [
+      base,
+      { ...base, apiRequests: { used: 10, limit: 10 } },
+      { ...base, held },
+      { ...base, held, pendingApprovals: [{ id: 'a', issueId: 'h', reason: 'r', createdAt: 't' }] },
+      { ...base, missingWriteScopes: ['issues:write'] },
+      noQueue,
+      { ...base, queue: { ...base.queue!, quotaState: 'run-budget-exhausted' } },
+      { ...base, queue: { quotaState: 'within-run-budget', claimable: 0, total: 0 } },
+    ];
+    for (const facts of cases) {
+      const decision = firstSessionDecision(facts, toolset);
+      for (const tool of [...(decision.nextTool ? [decision.nextTool.replace('service.', '')] : []), ...toolsNamedIn(decision.reason)]) {
+        expect(listed.has(tool), `${decision.decision} names ${tool}`).toBe(true);
+        expect(toolNamed(`service.${tool}`)!.aliasOf).toBeUndefined();
+      }
+    }
+  });
 });
 
 describe('mcp: arguments', () => {
@@ -104,6 +212,43 @@ describe('mcp: arguments', () => {
     expect(validate(tool('log_time'), { issueId: 'iss_1', minutes: 5 })).toBeUndefined();
     expect(validate(tool('get_client_bootstrap'), undefined)).toBeUndefined();
     expect(validate(tool('log_time'), { issueId: 'iss_1', minutes: '5' })).toEqual({ field: 'minutes', message: "Invalid argument 'minutes': must be integer" });
+  });
+
+  it('mcp: empty ids and keys and over-long text are caught by the schema, named as the tool argument', () => {
+    expect(validate(tool('update_issue_status'), { issueId: '', status: 'ready' })?.field).toBe('issueId');
+    expect(validate(tool('update_task_status'), { issueId: '', status: 'ready' })?.field).toBe('issueId');
+    expect(validate(tool('claim_work'), { issueId: 'iss_1', idempotencyKey: '' })?.field).toBe('idempotencyKey');
+    expect(validate(tool('claim_work'), { issueId: 'iss_1', idempotencyKey: 'has space' })?.field).toBe('idempotencyKey');
+    expect(validate(tool('claim_work'), { issueId: 'iss_1', idempotencyKey: 'k-1' })).toBeUndefined();
+    expect(validate(tool('get_task_contract'), { issueId: '' })?.field).toBe('issueId');
+    expect(validate(tool('add_comment'), { issueId: 'i', body: '' })?.field).toBe('body');
+    expect(validate(tool('add_comment'), { issueId: 'i', body: 'x'.repeat(10_001) })?.field).toBe('body');
+    expect(validate(tool('add_comment'), { issueId: 'i', body: 'x'.repeat(10_000) })).toBeUndefined();
+    expect(validate(tool('search_issues'), { q: 'x'.repeat(201) })?.field).toBe('q');
+    expect(validate(tool('search_knowledgebase'), { q: 'x'.repeat(201) })?.field).toBe('q');
+    expect(validate(tool('update_task_contract'), { issueId: 'i', agent: { instructions: { objective: 'x'.repeat(2001) } } })?.field).toBe('agent.instructions.objective');
+    expect(validate(tool('request_approval'), { issueId: 'i', reason: 'x'.repeat(2001) })?.field).toBe('reason');
+    expect(validate(tool('post_status'), { issueId: 'i', message: '' })?.field).toBe('message');
+  });
+
+  it('mcp: search_knowledgebase takes tag, as its REST twin does', () => {
+    expect(validate(tool('search_knowledgebase'), { tag: ['ops'] })).toBeUndefined();
+    expect(validate(tool('search_knowledgebase'), { tags: ['ops'] })?.field).toBe('tags');
+  });
+
+  it("mcp: a service's invalid-input is named by the tool's argument, not the service's field", () => {
+    expect(argumentProblemOf(tool('update_issue_status'), 'id', "'id' is not a valid id")).toEqual({ field: 'issueId', message: "Invalid argument 'issueId': is not a valid id" });
+    expect(argumentProblemOf(tool('update_task_status'), 'id', "'id' is required")).toEqual({ field: 'issueId', message: "Invalid argument 'issueId': is required" });
+    const key = argumentProblemOf(tool('claim_work'), 'idempotency-key', "The 'idempotency-key' header must be 1 to 255 printable ASCII characters without spaces");
+    expect(key).toEqual({ field: 'idempotencyKey', message: "Invalid argument 'idempotencyKey': must be 1 to 255 printable ASCII characters without spaces" });
+    expect(key.message).not.toContain('header');
+    expect(argumentProblemOf(tool('search_knowledgebase'), 'tags[1]', "'tags[1]' must be 1 to 50 characters without commas")).toEqual({
+      field: 'tag[1]',
+      message: "Invalid argument 'tag[1]': must be 1 to 50 characters without commas",
+    });
+    // Fields that are the tool's arguments already pass unchanged.
+    expect(argumentProblemOf(tool('create_issue'), 'dueDate', "'dueDate' is not a calendar date")).toEqual({ field: 'dueDate', message: "'dueDate' is not a calendar date" });
+    expect(argumentProblemOf(tool('get_task_contract'), 'issueId', "'issueId' is required").field).toBe('issueId');
   });
 
   it('mcp: each problem names the field the way the services do', () => {
@@ -161,11 +306,36 @@ describe('mcp: first session decision', () => {
     expect(firstSessionDecision(elsewhere).decision).toBe('resume-claim');
     expect(firstSessionDecision({ ...base, missingWriteScopes: ['agents:execute'] })).toMatchObject({ decision: 'read-only', reason: expect.stringContaining('agents:execute') });
     const { queue: _queue, ...noQueue } = base;
-    expect(firstSessionDecision(noQueue)).toMatchObject({ decision: 'claim-next', nextTool: 'service.search_tasks', issueId: null });
+    expect(firstSessionDecision(noQueue)).toMatchObject({ decision: 'claim-next', nextTool: 'service.search_issues', issueId: null });
     expect(firstSessionDecision({ ...base, queue: { ...base.queue!, quotaState: 'run-budget-exhausted' } }).decision).toBe('read-only');
     expect(firstSessionDecision({ ...base, queue: { quotaState: 'within-run-budget', claimable: 0, total: 4 } })).toMatchObject({
       decision: 'no-ready-work',
-      nextTool: 'service.list_task_reminders',
+      nextTool: 'service.list_issue_reminders',
     });
+    // The compact list has no reminder tool: taskHealth.firstReminder comes with search_issues.
+    expect(firstSessionDecision({ ...base, queue: { quotaState: 'within-run-budget', claimable: 0, total: 4 } }, 'core').nextTool).toBe('service.search_issues');
+  });
+});
+
+describe('mcp: workspace customization', () => {
+  it('mcp: the evidence policy reads as guidance reviewers check, never as a rule the service enforces', () => {
+    const c = customizationJson(
+      create(WorkspaceCustomizationSchema, {
+        workspaceId: 'ws_1',
+        rulesCenter: [
+          { id: 'status-moves', title: 'Allowed status moves', description: 'd', enforcedBy: 'service', severity: 'must' },
+          { id: 'small-prs', title: 'Small PRs', description: 'd', enforcedBy: 'workspace', severity: 'should' },
+        ],
+        evidencePolicy: { requiredForDone: true, minimumItems: 2, acceptedKinds: ['test-result'], requireCheckCoverage: true },
+      }),
+    );
+    expect(c.evidencePolicy).toMatchObject({ requiredForDone: true, minimumItems: 2, acceptedKinds: ['test-result'], requireCheckCoverage: true, enforcedBy: 'reviewers' });
+    expect(c.evidencePolicy.description).toMatch(/not enforced by the service/);
+    expect(c.rulesCenter.map((r) => [r.id, r.enforcedBy])).toEqual([
+      ['status-moves', 'service'],
+      ['evidence-policy', 'reviewers'],
+      ['small-prs', 'workspace'],
+    ]);
+    expect(c.rulesCenter[1]).toMatchObject({ severity: 'must', description: expect.stringContaining('never refused') });
   });
 });

@@ -6,7 +6,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { ServiceError } from '@planning/errors';
 import { Ajv } from 'ajv';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { markDenial } from '../auth.js';
 import type { GatewayDeps } from '../deps.js';
 import { requiredScopes, toolNamed, type Toolset } from './catalog.js';
@@ -43,8 +43,35 @@ export function originAllowed(origin: string | undefined, allowed: readonly stri
   return normalized !== 'null' && allowed.some((a) => a.replace(/\/+$/, '').toLowerCase() === normalized.toLowerCase());
 }
 
-function jsonRpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
-  return reply.status(status).type('application/json').send(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+function jsonRpcError(reply: FastifyReply, status: number, code: number, message: string, extra: { data?: object; id?: string | number | null } = {}): FastifyReply {
+  const error = { code, message, ...(extra.data ? { data: extra.data } : {}) };
+  return reply.status(status).type('application/json').send(JSON.stringify({ jsonrpc: '2.0', error, id: extra.id ?? null }));
+}
+
+/** The `id` of a raw JSON-RPC request body, if it has one (for errors answered before the SDK sees it). */
+function requestIdOf(body: unknown): string | number | null {
+  if (typeof body !== 'string') return null;
+  try {
+    const id = (JSON.parse(body) as { id?: unknown } | null)?.id;
+    return typeof id === 'string' || typeof id === 'number' ? id : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Headers a browser page may read from a response (CORS): auth challenges, rate limits, the protocol version. */
+export const CORS_EXPOSED_HEADERS = 'WWW-Authenticate, Retry-After, RateLimit, RateLimit-Policy, Mcp-Protocol-Version';
+/** Headers a preflight allows when the browser does not list its own. */
+export const CORS_ALLOWED_HEADERS = 'Authorization, X-Api-Key, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Method, Mcp-Name';
+
+/**
+ * CORS for an allowed browser origin: the response may be read by that origin (never `*`: the
+ * answer depends on the caller's token), with the headers a client needs exposed.
+ */
+function allowOrigin(reply: FastifyReply, origin: string): void {
+  void reply.header('access-control-allow-origin', origin);
+  void reply.header('vary', 'Origin');
+  void reply.header('access-control-expose-headers', CORS_EXPOSED_HEADERS);
 }
 
 function webRequestOf(request: FastifyRequest, body: string): Request {
@@ -69,6 +96,9 @@ async function sendWeb(reply: FastifyReply, response: Response): Promise<Fastify
 
 const errorBody = (description: string) => ({ description, $ref: 'ErrorBody#' });
 
+/** The largest JSON-RPC message accepted, in bytes (tool arguments are bounded far below it). */
+export const MCP_BODY_LIMIT = 1024 * 1024;
+
 // Query strings are text: coerced to the schema's types, as the gateway's other routes do.
 const queryAjv = new Ajv({ coerceTypes: 'array', useDefaults: true, allErrors: false, strict: false });
 
@@ -92,8 +122,9 @@ function withoutJsonModeNotice<T>(create: () => T): T {
 
 /**
  * `POST /api/mcp`: the remote MCP endpoint (Streamable HTTP, JSON responses, stateless) for
- * agent tokens. The gateway authenticates, rate-limits and meters the request like any token
- * request; this route then checks the `Origin`, refuses batches, answers a tool call the token
+ * agent tokens. The `Origin` is checked first (before authentication; listed browser origins get
+ * CORS, with an `OPTIONS` preflight); the gateway then authenticates, rate-limits and meters the
+ * request like any token request; this route refuses batches, answers a tool call the token
  * lacks the scope for with 403, and hands the message to the official SDK: 2026-07-28 requests
  * (per-request `_meta` envelope) to its modern handler, session-era requests (`initialize`
  * handshake) to a per-request stateless transport. Both serve the same tools from one factory.
@@ -103,6 +134,20 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
   const onerror = (error: Error) => app.log.debug({ err: error }, 'mcp request rejected');
   const modern: McpHttpHandler = withoutJsonModeNotice(() => createMcpHandler((ctx) => factory(ctx), { legacy: 'reject', responseMode: 'json', onerror }));
   const allowedOrigins = deps.settings.MCP_ALLOWED_ORIGINS;
+  /**
+   * The Origin check (DNS-rebinding defence), run before authentication and so before the rate
+   * limiter (`config.beforeAuth`, see auth.ts): a disallowed page neither spends a key's tokens
+   * nor learns whether its token is valid; it gets 403. An allowed origin gets the CORS headers,
+   * on errors too (a browser client can then read a 401 or 429).
+   */
+  const originGate = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const origin = request.headers.origin;
+    if (!originAllowed(origin, allowedOrigins)) {
+      markDenial(request, { reason: 'origin-not-allowed' });
+      throw new ServiceError('forbidden', 'This Origin may not call the MCP endpoint', { reason: 'origin-not-allowed' });
+    }
+    if (origin !== undefined) allowOrigin(reply, origin);
+  };
   app.addHook('onClose', async () => {
     await modern.close();
   });
@@ -126,6 +171,27 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
     // The body reaches the SDK as sent: malformed JSON is a JSON-RPC parse error, not a REST 400.
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
+    // Errors before the handler that JSON-RPC clients must be able to read: a bad query string
+    // (`?toolset=bogus`) is -32602 naming the parameter; an oversized body is HTTP 413 with a
+    // JSON-RPC -32600 body. Everything else (401, 403, 429, …) keeps the REST envelope.
+    scope.setErrorHandler((error: FastifyError, request, reply) => {
+      if (request.method === 'POST' && error.validation && error.validationContext === 'querystring') {
+        const first = error.validation[0];
+        const params = (first?.params ?? {}) as { missingProperty?: string; additionalProperty?: string };
+        const field = params.additionalProperty ?? params.missingProperty ?? ((first?.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.') || 'query');
+        const detail = params.additionalProperty !== undefined ? 'is not a parameter of this endpoint' : (first?.message ?? 'is invalid');
+        return jsonRpcError(reply, 400, -32602, `Invalid params: query parameter '${field}' ${detail}`, {
+          data: { code: 'invalid-input', field },
+          id: requestIdOf(request.body),
+        });
+      }
+      if (request.method === 'POST' && (error.statusCode === 413 || error.code === 'FST_ERR_CTP_BODY_TOO_LARGE')) {
+        return jsonRpcError(reply, 413, -32600, `Invalid Request: the body exceeds ${request.routeOptions.bodyLimit ?? MCP_BODY_LIMIT} bytes`, {
+          data: { code: 'payload-too-large' },
+        });
+      }
+      throw error;
+    });
     scope.addHook('onSend', async (request, reply, payload) => {
       if (reply.statusCode === 401) {
         const invalid = request.denial && request.denial.reason !== 'missing-credentials';
@@ -142,7 +208,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
           description: [
             `Protocol revisions: ${PROTOCOL_VERSIONS.join(', ')} (2026-07-28 statelessly with the per-request \`_meta\` envelope; the session-era ones with \`initialize\`, without sessions).`,
             'Methods: `initialize`, `server/discover`, `ping`, `tools/list`, `tools/call`; others -32601. Responses are JSON (no SSE); batches are refused (-32600).',
-            '`?toolset=core` lists the compact tool set. A tool call the token lacks the scope for gets 403 with the error envelope; a refusal is a tool result with `isError` and `structuredContent.error`; bad arguments are -32602 naming the field. See docs/mcp.md.',
+            '`?toolset=core` lists the compact tool set; another value is a JSON-RPC -32602 naming `toolset` (HTTP 400). A tool call the token lacks the scope for gets 403 with the error envelope; a refusal is a tool result with `isError` and `structuredContent.error`; bad arguments are -32602 naming the field.',
+            `A body over ${MCP_BODY_LIMIT} bytes is HTTP 413 with a JSON-RPC -32600 body. The \`Origin\` check runs before authentication; listed browser origins get CORS headers (preflight: \`OPTIONS /api/mcp\`). See docs/mcp.md.`,
           ].join(' '),
           querystring: {
             type: 'object',
@@ -157,23 +224,21 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
           },
           response: {
             200: { description: 'A JSON-RPC response (result or error)', type: 'object', additionalProperties: true },
+            400: { description: 'A JSON-RPC error: malformed JSON (-32700), a batch or not JSON-RPC (-32600), a bad query parameter such as `toolset` (-32602)', type: 'object', additionalProperties: true },
             202: { description: 'A notification was accepted', type: 'null' },
             403: errorBody('forbidden: the token lacks the scope of the tool called (`missing-scope`), or the `Origin` is not allowed; quota-exceeded'),
             405: errorBody('method-not-allowed'),
             406: { description: 'The client does not accept JSON (a JSON-RPC error)', type: 'object', additionalProperties: true },
+            413: { description: `The body exceeds ${MCP_BODY_LIMIT} bytes (a JSON-RPC -32600 error)`, type: 'object', additionalProperties: true },
             415: { description: 'The body is not application/json (a JSON-RPC error)', type: 'object', additionalProperties: true },
           },
         },
         // The body is the raw JSON-RPC text (the SDK parses and validates it); its schema only documents it.
         validatorCompiler: ({ schema, httpPart }) => (httpPart === 'body' ? () => true : queryAjv.compile(schema)),
-        config: { access: { auth: 'token', scope: 'issues:read' } },
+        bodyLimit: MCP_BODY_LIMIT,
+        config: { access: { auth: 'token', scope: 'issues:read' }, beforeAuth: originGate },
       },
       async (request, reply) => {
-        const origin = request.headers.origin;
-        if (!originAllowed(origin, allowedOrigins)) {
-          markDenial(request, { reason: 'origin-not-allowed' });
-          throw new ServiceError('forbidden', 'This Origin may not call the MCP endpoint', { reason: 'origin-not-allowed' });
-        }
         const raw = typeof request.body === 'string' ? request.body : '';
         const parsed = { ok: true, value: undefined as unknown };
         try {
@@ -215,6 +280,30 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
       void reply.header('allow', 'POST');
       throw new ServiceError('method-not-allowed', 'The MCP endpoint takes POST only: no server-initiated stream, no sessions');
     };
+    // The CORS preflight a browser sends before a POST with an Authorization header.
+    scope.options(
+      MCP_PATH,
+      {
+        schema: {
+          summary: 'CORS preflight for browser origins listed in MCP_ALLOWED_ORIGINS',
+          description: 'No credentials needed. A listed `Origin` gets `Access-Control-Allow-Origin`, `-Methods: POST`, `-Headers` (the requested ones) and `-Max-Age`; an unlisted one 403 `origin-not-allowed`; no `Origin`: 204 with `Allow: POST`.',
+          response: { 204: { description: 'Preflight answered', type: 'null' }, 403: errorBody('forbidden: the `Origin` is not allowed (`origin-not-allowed`)') },
+        },
+        config: { access: { auth: 'public' }, beforeAuth: originGate },
+      },
+      async (request, reply) => {
+        void reply.header('allow', 'POST');
+        if (request.headers.origin !== undefined) {
+          const requested = request.headers['access-control-request-headers'];
+          void reply.header('access-control-allow-methods', 'POST');
+          void reply.header('access-control-allow-headers', typeof requested === 'string' && requested.trim() !== '' ? requested : CORS_ALLOWED_HEADERS);
+          void reply.header('access-control-max-age', '600');
+          void reply.header('vary', 'Origin, Access-Control-Request-Headers');
+        }
+        return reply.status(204).send();
+      },
+    );
+
     const closed = { summary: 'Not allowed (405): the endpoint has no server-initiated stream and no sessions', response: { 405: errorBody('method-not-allowed') } };
     scope.get(MCP_PATH, { schema: closed, config: { access: { auth: 'public' } } }, notAllowed);
     scope.delete(MCP_PATH, { schema: closed, config: { access: { auth: 'public' } } }, notAllowed);

@@ -3,7 +3,7 @@ import { ServiceError, toServiceError } from '@planning/errors';
 import type { Principal } from '@planning/rpc';
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { createArgumentValidator } from './arguments.js';
+import { argumentProblemOf, createArgumentValidator } from './arguments.js';
 import { listedTools, requiredScopes, TOOL_PREFIX, toolNamed, type Toolset } from './catalog.js';
 import { TOOL_HANDLERS } from './tools.js';
 
@@ -15,13 +15,32 @@ export interface McpCallState {
 
 export const SERVER_INFO = { name: 'planning-service', title: 'Planning service', version: '1.0.0' } as const;
 
-const INSTRUCTIONS = [
-  `Work planning for coding agents. Tools are prefixed ${TOOL_PREFIX}.`,
-  '1. Call get_agent_preflight first and follow firstSessionDecision.',
-  '2. Call get_workspace_customization and keep its views, rules, evidencePolicy and handoffPacket for the run.',
-  '3. Before claiming or changing a task, read taskHealth from search_tasks and follow safeNextActions (list_task_reminders).',
-  '4. Reads are safe to retry; writes need issues:write and agents:execute and are not all idempotent (comments, time, evidence).',
-].join('\n');
+const PREFIXED = `Every tool name starts with "${TOOL_PREFIX}" (e.g. ${TOOL_PREFIX}search_issues).`;
+const RETRIES = 'Reads are safe to retry; writes need issues:write and agents:execute and are not all idempotent (comments, time, evidence).';
+
+/**
+ * The server's `instructions` (the API document's rules for clients) for a toolset: they name
+ * only tools that toolset lists, by their canonical (issue-named) names.
+ */
+export function instructionsFor(toolset: Toolset): string {
+  if (toolset === 'core') {
+    return [
+      `Work planning for coding agents; this is the compact tool list. ${PREFIXED}`,
+      '1. Call list_ready_work first: your held task comes first; else claim the top claimable one with claim_work.',
+      '2. Before claiming or changing a task, read taskHealth from search_issues and follow safeNextActions.',
+      '3. After claiming: get_task_contract and get_context_pack; post_status before the lease expires; add_evidence per check; update_issue_status to in-review when verified.',
+      `4. ${RETRIES}`,
+      'Preflight, workspace customization, standards, launch readiness, knowledgebase, reminders, bootstrap and the task-named aliases are in the full list (POST /api/mcp without ?toolset=core).',
+    ].join('\n');
+  }
+  return [
+    `Work planning for coding agents. ${PREFIXED} Task-named aliases share the issue-named tools.`,
+    '1. Call get_agent_preflight first and follow firstSessionDecision.',
+    '2. Call get_workspace_customization and keep its views, rules, evidencePolicy and handoffPacket for the run.',
+    '3. Before claiming or changing a task, read taskHealth from search_issues and follow safeNextActions (list_issue_reminders).',
+    `4. ${RETRIES}`,
+  ].join('\n');
+}
 
 /** The AuthInfo a request passes to the SDK: the principal, never the token. */
 export function authInfoFor(state: McpCallState): AuthInfo {
@@ -53,7 +72,8 @@ function toolResult(body: object, isError = false): CallToolResult {
 export function createServerFactory(deps: GatewayDeps, logger: FastifyBaseLogger) {
   const validate = createArgumentValidator();
   return (ctx: Pick<McpRequestContext, 'authInfo'>): Server => {
-    const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+    const toolset = (ctx.authInfo?.extra?.planning as McpCallState | undefined)?.toolset ?? 'full';
+    const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: instructionsFor(toolset) });
     server.setRequestHandler('tools/list', async () => ({ tools: listedTools(stateOf(ctx).toolset) as Tool[] }));
     server.setRequestHandler('tools/call', async (request) => {
       const state = stateOf(ctx);
@@ -71,12 +91,14 @@ export function createServerFactory(deps: GatewayDeps, logger: FastifyBaseLogger
       const handler = TOOL_HANDLERS[tool.aliasOf ?? tool.name];
       if (!handler) throw new ProtocolError(ProtocolErrorCode.InternalError, 'Internal error');
       try {
-        const body = await handler(args as Record<string, unknown>, { deps, principal: state.principal });
+        const body = await handler(args as Record<string, unknown>, { deps, principal: state.principal, toolset: state.toolset });
         return server.projectCallToolResult(toolResult(body), tool.outputSchema);
       } catch (err) {
         const error = toServiceError(err);
         if (error.code === 'invalid-input') {
-          throw new ProtocolError(ProtocolErrorCode.InvalidParams, error.message, { code: 'invalid-input', ...(error.details.field ? { field: error.details.field } : {}) });
+          // Named as the tool's arguments, not the service's request fields.
+          const problem = argumentProblemOf(tool, error.details.field || undefined, error.message);
+          throw new ProtocolError(ProtocolErrorCode.InvalidParams, problem.message, { code: 'invalid-input', ...(problem.field ? { field: problem.field } : {}) });
         }
         if (error.code === 'internal') {
           logger.error({ err, tool: tool.name }, 'mcp tool failed');

@@ -12,12 +12,14 @@ import { agentPreflight, clientBootstrap, tokenIdentity } from '../routes/guidan
 import { contextPackJson, customizationJson, hitJson, launchReadinessJson, standardsJson } from '../routes/guidance-json.js';
 import { createTaskRequest, instructionsPatch, taskPatch, type RestInstructions, type RestIssueCreate } from '../routes/planning-input.js';
 import { approvalJson, commentJson, evidenceJson, issueJson, reminderItemJson, taskContractJson, timeEntryJson } from '../routes/planning-json.js';
-import { MCP_DEFAULT_LIMIT } from './catalog.js';
+import { MCP_DEFAULT_LIMIT, type Toolset } from './catalog.js';
 import { claimToolHandlers } from './claim-tools.js';
 
 export interface ToolContext {
   deps: GatewayDeps;
   principal: Principal;
+  /** The tool list the caller reads: guidance that names tools names only listed ones. */
+  toolset: Toolset;
 }
 
 export type ToolHandler = (args: Record<string, any>, ctx: ToolContext) => Promise<Record<string, unknown>>;
@@ -85,8 +87,8 @@ const listIssueReminders: ToolHandler = async (a, ctx) => {
 
 /** Handlers by canonical (issue-named) tool name; aliases resolve to these. */
 export const TOOL_HANDLERS: Readonly<Record<string, ToolHandler>> = {
-  get_client_bootstrap: async (_a, ctx) => ({ data: await clientBootstrap(ctx.deps, ctx.principal) }),
-  get_agent_preflight: async (_a, ctx) => ({ data: await agentPreflight(ctx.deps, ctx.principal) }),
+  get_client_bootstrap: async (_a, ctx) => ({ data: await clientBootstrap(ctx.deps, ctx.principal, ctx.toolset) }),
+  get_agent_preflight: async (_a, ctx) => ({ data: await agentPreflight(ctx.deps, ctx.principal, ctx.toolset) }),
   get_workspace_customization: async (_a, ctx) => {
     const { customization } = await ctx.deps.rpc.guidance.getWorkspaceCustomization({ workspaceId: workspaceOf(ctx) }, options(ctx));
     return { data: customizationJson(customization) };
@@ -100,7 +102,7 @@ export const TOOL_HANDLERS: Readonly<Record<string, ToolHandler>> = {
   }),
   search_knowledgebase: async (a, ctx) => {
     const result = await ctx.deps.rpc.guidance.searchKnowledgeDocuments(
-      { workspaceId: workspaceOf(ctx), q: a.q, tags: a.tags ?? [], projectId: a.projectId, initiativeId: a.initiativeId, limit: a.limit ?? 5, cursor: a.cursor },
+      { workspaceId: workspaceOf(ctx), q: a.q, tags: a.tag ?? [], projectId: a.projectId, initiativeId: a.initiativeId, limit: a.limit ?? 5, cursor: a.cursor },
       options(ctx),
     );
     return { data: result.hits.map(hitJson), page: pageOf(result.nextCursor) };

@@ -9,7 +9,7 @@ import { ServiceError } from '@planning/errors';
 import { effectiveRateLimit, PLANS, type Scope } from '@planning/plans';
 import type { Principal } from '@planning/rpc';
 import type { GatewayDeps } from '../deps.js';
-import { CALL_ORDER, CATALOG, requiredScopes, TOOL_PREFIX } from '../mcp/catalog.js';
+import { callOrder, CATALOG, requiredScopes, TOOL_PREFIX, toolNamed, type Toolset } from '../mcp/catalog.js';
 import { MCP_PATH, PROTOCOL_VERSIONS } from '../mcp/protocol.js';
 
 export const WRITE_SCOPES: readonly Scope[] = ['issues:write', 'agents:execute'];
@@ -24,7 +24,8 @@ export function tokenIdentity(principal: Principal): { workspaceId: string; agen
 
 const hasScopes = (principal: Principal, scopes: readonly Scope[]) => scopes.every((s) => principal.scopes.includes(s));
 
-export async function clientBootstrap(deps: GatewayDeps, principal: Principal) {
+/** `toolset`: the MCP tool list the caller reads (`core` over `?toolset=core`); REST callers get the full one. */
+export async function clientBootstrap(deps: GatewayDeps, principal: Principal, toolset: Toolset = 'full') {
   const { workspaceId, agentId, keyId } = tokenIdentity(principal);
   const options = { principal };
   const [key, access, apiRequestsUsed] = await Promise.all([
@@ -49,7 +50,7 @@ export async function clientBootstrap(deps: GatewayDeps, principal: Principal) {
       toolsets: { full: CATALOG.length, core: CATALOG.filter((t) => t.core).length },
       availableTools: CATALOG.filter((t) => hasScopes(principal, requiredScopes(t))).map((t) => `${TOOL_PREFIX}${t.name}`),
     },
-    recommendedCallOrder: CALL_ORDER.map((step, i) => {
+    recommendedCallOrder: callOrder(toolset).map((step, i) => {
       const tool = byName.get(step.tool)!;
       const missing = requiredScopes(tool).filter((s) => !principal.scopes.includes(s));
       return { step: i + 1, tool: `${TOOL_PREFIX}${step.tool}`, purpose: step.purpose, available: missing.length === 0, missingScopes: missing };
@@ -71,9 +72,17 @@ export interface PreflightFacts {
   pendingApprovals: { id: string; issueId: string; reason: string; createdAt: string }[];
 }
 
-/** What an agent should do first, and why (the rules in order; first match wins). */
-export function firstSessionDecision(f: PreflightFacts): { decision: SessionDecision; reason: string; nextTool: string | null; issueId: string | null } {
+/**
+ * What an agent should do first, and why (the rules in order; first match wins). `nextTool` is a
+ * canonical tool the caller's toolset lists: with `core`, reminders are read through
+ * search_issues (each task's taskHealth.firstReminder) since list_issue_reminders is not listed.
+ */
+export function firstSessionDecision(
+  f: PreflightFacts,
+  toolset: Toolset = 'full',
+): { decision: SessionDecision; reason: string; nextTool: string | null; issueId: string | null } {
   const tool = (name: string) => `${TOOL_PREFIX}${name}`;
+  const reminders = toolset === 'full' || toolNamed(tool('list_issue_reminders'))?.core ? 'list_issue_reminders' : 'search_issues';
   if (f.apiRequests.limit !== null && f.apiRequests.used >= f.apiRequests.limit) {
     return { decision: 'blocked', reason: "The workspace's monthly API request quota is used up.", nextTool: null, issueId: null };
   }
@@ -90,21 +99,21 @@ export function firstSessionDecision(f: PreflightFacts): { decision: SessionDeci
     return { decision: 'resume-claim', reason: `You hold a claim until ${f.held.expiresAt}; continue that task.`, nextTool: tool('get_task_contract'), issueId: f.held.issueId };
   }
   if (f.missingWriteScopes.length > 0) {
-    return { decision: 'read-only', reason: `The token lacks ${f.missingWriteScopes.join(' and ')}: read, do not write.`, nextTool: tool('search_tasks'), issueId: null };
+    return { decision: 'read-only', reason: `The token lacks ${f.missingWriteScopes.join(' and ')}: read, do not write.`, nextTool: tool('search_issues'), issueId: null };
   }
   if (!f.queue) {
-    return { decision: 'claim-next', reason: 'The token lacks agents:read: find a ready task with search_tasks (status ready), then claim it.', nextTool: tool('search_tasks'), issueId: null };
+    return { decision: 'claim-next', reason: 'The token lacks agents:read: find a ready task with search_issues (status ready), then claim it.', nextTool: tool('search_issues'), issueId: null };
   }
   if (f.queue.quotaState === 'run-budget-exhausted') {
-    return { decision: 'read-only', reason: "The workspace's agent-run budget for this month is used up: claims are refused.", nextTool: tool('list_task_reminders'), issueId: null };
+    return { decision: 'read-only', reason: "The workspace's agent-run budget for this month is used up: claims are refused.", nextTool: tool(reminders), issueId: null };
   }
   if (f.queue.claimable === 0 || !f.queue.nextIssueId) {
-    return { decision: 'no-ready-work', reason: `No claimable task (${f.queue.total} ready, none claimable now).`, nextTool: tool('list_task_reminders'), issueId: null };
+    return { decision: 'no-ready-work', reason: `No claimable task (${f.queue.total} ready, none claimable now).`, nextTool: tool(reminders), issueId: null };
   }
   return { decision: 'claim-next', reason: `${f.queue.claimable} claimable task(s); the top-ranked one is suggested.`, nextTool: tool('claim_work'), issueId: f.queue.nextIssueId };
 }
 
-export async function agentPreflight(deps: GatewayDeps, principal: Principal) {
+export async function agentPreflight(deps: GatewayDeps, principal: Principal, toolset: Toolset = 'full') {
   const { workspaceId, agentId, keyId } = tokenIdentity(principal);
   const options = { principal };
   const now = deps.clock();
@@ -181,7 +190,7 @@ export async function agentPreflight(deps: GatewayDeps, principal: Principal) {
     generatedAt: now.toISOString(),
     agent: { agentId, keyId },
     workspace: { id: workspaceId, planId: access.planId, status: access.status },
-    firstSessionDecision: firstSessionDecision(facts),
+    firstSessionDecision: firstSessionDecision(facts, toolset),
     checks,
   };
 }

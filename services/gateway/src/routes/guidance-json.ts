@@ -17,6 +17,45 @@ import type { ContextPackItemSchema } from '@planning/proto/planning/issues/v1/p
 
 type Shape<S extends DescMessage> = MessageShape<S>;
 
+/** The evidence policy is guidance: the service never refuses a status move for missing evidence; reviewers check it. */
+export const EVIDENCE_POLICY_RULE_ID = 'evidence-policy';
+
+function evidencePolicyJson(p: Shape<typeof WorkspaceCustomizationSchema>['evidencePolicy']) {
+  const policy = {
+    requiredForDone: p?.requiredForDone ?? false,
+    minimumItems: p?.minimumItems ?? 0,
+    acceptedKinds: p?.acceptedKinds ?? [],
+    requireCheckCoverage: p?.requireCheckCoverage ?? false,
+  };
+  const asks = policy.requiredForDone
+    ? `Reviewers expect at least ${policy.minimumItems} evidence item(s) (${policy.acceptedKinds.join(', ')})${policy.requireCheckCoverage ? ' and one per acceptance check' : ''} before a task is done.`
+    : 'Evidence before done is optional in this workspace.';
+  return {
+    ...policy,
+    enforcedBy: 'reviewers' as const,
+    description: `Guidance, not enforced by the service: a move to done is never refused for missing evidence. ${asks}`,
+  };
+}
+
+/**
+ * The service's rules, then the evidence policy as a rule reviewers check (`enforcedBy:
+ * reviewers`; left out if a workspace rule already uses its id), then the workspace's own.
+ */
+function rulesCenterJson(c: Shape<typeof WorkspaceCustomizationSchema>) {
+  const rules = c.rulesCenter.map((r) => ({ id: r.id, title: r.title, description: r.description, enforcedBy: r.enforcedBy, severity: r.severity }));
+  if (rules.some((r) => r.id === EVIDENCE_POLICY_RULE_ID)) return rules;
+  const policy = evidencePolicyJson(c.evidencePolicy);
+  const evidence = {
+    id: EVIDENCE_POLICY_RULE_ID,
+    title: 'Evidence before done',
+    description: `${policy.description} Post it with add_evidence.`,
+    enforcedBy: 'reviewers',
+    severity: policy.requiredForDone ? 'must' : 'should',
+  };
+  const firstOwn = rules.findIndex((r) => r.enforcedBy !== 'service');
+  return firstOwn < 0 ? [...rules, evidence] : [...rules.slice(0, firstOwn), evidence, ...rules.slice(firstOwn)];
+}
+
 export function customizationJson(c: Shape<typeof WorkspaceCustomizationSchema> | undefined) {
   if (!c) throw new Error('customization missing');
   return {
@@ -39,13 +78,8 @@ export function customizationJson(c: Shape<typeof WorkspaceCustomizationSchema> 
       direction: p.direction ?? null,
     })),
     adminSetupPath: c.adminSetupPath.map((s) => ({ id: s.id, title: s.title, done: s.done, detail: s.detail })),
-    rulesCenter: c.rulesCenter.map((r) => ({ id: r.id, title: r.title, description: r.description, enforcedBy: r.enforcedBy, severity: r.severity })),
-    evidencePolicy: {
-      requiredForDone: c.evidencePolicy?.requiredForDone ?? false,
-      minimumItems: c.evidencePolicy?.minimumItems ?? 0,
-      acceptedKinds: c.evidencePolicy?.acceptedKinds ?? [],
-      requireCheckCoverage: c.evidencePolicy?.requireCheckCoverage ?? false,
-    },
+    rulesCenter: rulesCenterJson(c),
+    evidencePolicy: evidencePolicyJson(c.evidencePolicy),
     handoffPacket: {
       requiredSections: c.handoffPacket?.requiredSections ?? [],
       template: c.handoffPacket?.template ?? '',
@@ -165,10 +199,14 @@ export const customizationSchema = obj({
   adminSetupPath: { type: 'array', description: 'Setup steps, `done` computed from the workspace\'s records.', items: obj({ id: str, title: str, done: bool, detail: str }) },
   rulesCenter: {
     type: 'array',
-    description: 'Rules the service enforces (`enforcedBy: service`), then the workspace\'s own (`workspace`).',
-    items: obj({ id: str, title: str, description: str, enforcedBy: { type: 'string', enum: ['service', 'workspace'] }, severity: { type: 'string', enum: ['must', 'should'] } }),
+    description:
+      'Rules the service enforces (`enforcedBy: service`, refused when broken), then the evidence policy (`reviewers`: guidance people check, never refused by the service), then the workspace\'s own (`workspace`: guidance).',
+    items: obj({ id: str, title: str, description: str, enforcedBy: { type: 'string', enum: ['service', 'reviewers', 'workspace'] }, severity: { type: 'string', enum: ['must', 'should'] } }),
   },
-  evidencePolicy: obj({ requiredForDone: bool, minimumItems: int, acceptedKinds: strings, requireCheckCoverage: bool }),
+  evidencePolicy: obj(
+    { requiredForDone: bool, minimumItems: int, acceptedKinds: strings, requireCheckCoverage: bool, enforcedBy: { type: 'string', enum: ['reviewers'] }, description: str },
+    { description: 'Guidance, not enforced: `requiredForDone` asks reviewers to expect evidence before done; the service never refuses a status move for missing evidence.' },
+  ),
   handoffPacket: obj({ requiredSections: strings, template: str, postAs: { type: 'string', enum: ['comment', 'evidence'] } }),
   source: { type: 'string', enum: ['default', 'stored'] },
   version: int,
