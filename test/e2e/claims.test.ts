@@ -227,8 +227,9 @@ describe.each<Mode>(['all-in-one', 'distributed'])('claims (%s)', (mode) => {
     for (const id of [ready, assigned, backlog, blocked]) expect((await issue(id)).version).toBe(1);
 
     expect((await claim(rival, ready)).status).toBe(200);
-    expectError(await claim(agent, ready), 409, 'work-already-claimed', 'active-claim');
-    expectError(await claim(rival, ready), 409, 'work-already-claimed', 'active-claim');
+    // In progress under a claim: not ready (DECISIONS §7 order), for the holder too.
+    expectError(await claim(agent, ready), 409, 'work-already-claimed', 'not-ready');
+    expectError(await claim(rival, ready), 409, 'work-already-claimed', 'not-ready');
     expectError(await claim(rival, dep), 409, 'work-already-claimed', 'agent-busy');
     expect(await runsUsed(s.id)).toBe(1);
     expect((await issue(dep)).status).toBe('ready');
@@ -283,6 +284,16 @@ describe.each<Mode>(['all-in-one', 'distributed'])('claims (%s)', (mode) => {
     // Another agent's token may use the same key: keys are per token.
     const rival = await s.agent('rival');
     expect((await claim(rival, second, key)).status).toBe(200);
+
+    // A refusal is an answer too: replayed with the header.
+    const late = await s.agent('late');
+    const refusalKey = { 'idempotency-key': `refused-${randomBytes(4).toString('hex')}` };
+    const refused = await claim(late, first, refusalKey);
+    expectError(refused, 409, 'work-already-claimed', 'not-ready');
+    expect(refused.headers.get('idempotent-replayed')).toBeNull();
+    const again = await claim(late, first, refusalKey);
+    expectError(again, 409, 'work-already-claimed', 'not-ready');
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
 
     const racer = await s.agent('racer');
     const third = await s.issue();

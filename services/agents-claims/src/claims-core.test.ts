@@ -2,7 +2,9 @@ import { ServiceError } from '@planning/errors';
 import type { Principal } from '@planning/rpc';
 import { configureFailpoints } from '@planning/runtime/failpoints';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ClaimsCore } from './claims-core.js';
 import type { ClaimRecord } from './store/claims.js';
+import { createSweeper } from './sweeper.js';
 import { createClaimsHarness, type ClaimsHarness } from './testing/claims-harness.js';
 
 let h: ClaimsHarness;
@@ -91,12 +93,13 @@ describe('claims: claiming', () => {
     for (const id of [issueId, assigned, blocked, backlog]) expect((await h.taskRecord(id))?.version).toBe(1);
   });
 
-  it('claims: an active claim on the task gives 409 active-claim (for the holder too); a second claim of a busy agent 409 agent-busy', async () => {
+  it('claims: a task in progress under a claim gives 409 not-ready (for the holder too, DECISIONS §7 order); a second claim of a busy agent 409 agent-busy', async () => {
     const first = await h.task(projectId);
     const second = await h.task(projectId);
     await claim(first, agent('agent-a'));
-    expect(await reasonOf(claim(first, agent('agent-b')))).toBe('work-already-claimed/active-claim');
-    expect(await reasonOf(claim(first, agent('agent-a')))).toBe('work-already-claimed/active-claim');
+    const other = await failure(claim(first, agent('agent-b')));
+    expect([other.details.reason, other.message]).toEqual(['not-ready', "Only ready issues can be claimed; this one is 'in-progress': another agent holds its claim"]);
+    expect(await reasonOf(claim(first, agent('agent-a')))).toBe('work-already-claimed/not-ready');
     expect(await reasonOf(claim(second, agent('agent-a')))).toBe('work-already-claimed/agent-busy');
     expect(await h.meter.used(ws, 'agent-runs')).toBe(1);
     expect((await h.taskRecord(second))?.status).toBe('ready');
@@ -149,7 +152,9 @@ describe('claims: races', () => {
       const won = results.filter((r): r is PromiseFulfilledResult<Awaited<ReturnType<typeof h.rpc.claimWork>>> => r.status === 'fulfilled');
       const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       expect(won).toHaveLength(1);
-      expect(new Set(lost.map((r) => `${(r.reason as ServiceError).code}/${(r.reason as ServiceError).details.reason}`))).toEqual(new Set(['work-already-claimed/active-claim']));
+      // Losers meet the claim being taken (active-claim) or the task already in progress (not-ready).
+      const reasons = new Set(lost.map((r) => `${(r.reason as ServiceError).code}/${(r.reason as ServiceError).details.reason}`));
+      expect([...reasons].every((x) => x === 'work-already-claimed/active-claim' || x === 'work-already-claimed/not-ready')).toBe(true);
       const winner = won[0]!.value.claim!;
       expect(winner.fencingToken).toBe(race);
       expect(await activeOn(issueId)).toHaveLength(1);
@@ -354,11 +359,13 @@ describe('claims: idempotency', () => {
     expect(await h.meter.used(ws, 'agent-runs')).toBe(1);
     const mismatch = await failure(claim(otherIssue, a, 'key-1'));
     expect([mismatch.code, mismatch.details.field]).toEqual(['invalid-input', 'idempotency-key']);
-    // Errors are answers too: the same key replays the 409.
+    // Errors are answers too: the same key replays the 409, and says it is a replay.
     const b = agent('agent-b');
-    expect(await reasonOf(claim(issueId, b, 'key-1'))).toBe('work-already-claimed/active-claim');
+    const refused = await failure(claim(issueId, b, 'key-1'));
+    expect([refused.details.reason, (refused.details as { replayed?: boolean }).replayed]).toEqual(['not-ready', undefined]);
     await h.rpc.releaseClaim({ issueId }, { principal: a });
-    expect(await reasonOf(claim(issueId, b, 'key-1'))).toBe('work-already-claimed/active-claim');
+    const replayed = await failure(claim(issueId, b, 'key-1'));
+    expect([replayed.details.reason, (replayed.details as { replayed?: boolean }).replayed]).toEqual(['not-ready', true]);
     expect((await claim(issueId, b, 'key-2')).claim?.agentId).toBe('agent-b');
     // After 24 h the key answers no more.
     advance(24 * 3_600_000);
@@ -576,5 +583,195 @@ describe('claims: ready work and listing', () => {
     const other = await h.planning.workspace({ ownerId: 'usr_other' });
     expect(await reasonOf(h.rpc.listClaims({ workspaceId: other }, { principal: owner }))).toBe('forbidden/not-a-member');
     expect(await reasonOf(h.rpc.listClaims({ workspaceId: other }, { principal: a }))).toBe('not-found/');
+  });
+});
+
+describe('claims: review findings', () => {
+  /** The next startClaimedWork answers `unavailable` at once (its deadline passed); the real call is kept for later. */
+  function loseNextStartAnswer(): { late: () => Promise<unknown> } {
+    const held: { late: () => Promise<unknown> } = { late: () => Promise.reject(new Error('no start was held')) };
+    h.issuesHooks.around = (method, call) => {
+      if (method !== 'startClaimedWork') return call();
+      h.issuesHooks.around = undefined;
+      held.late = call;
+      return Promise.reject(new ServiceError('unavailable', 'ClaimSupportService: deadline exceeded'));
+    };
+    return held;
+  }
+
+  /** Holds the next startClaimedWork until `open()`. */
+  function gateNextStart(): { open: () => void } {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let used = false;
+    h.issuesHooks.before = async (method) => {
+      if (method !== 'startClaimedWork' || used) return;
+      used = true;
+      await gate;
+    };
+    return { open };
+  }
+
+  it('finding 1: a start that lands after the request gave up is ended once it can no longer land; the key waits for it, then claims again', async () => {
+    const issueId = await h.task(projectId);
+    const a = agent('agent-a');
+    const lost = loseNextStartAnswer();
+    expect(await reasonOf(claim(issueId, a, 'k1'))).toBe('unavailable/');
+    expect((await allClaims())[0]).toMatchObject({ state: 'aborted', refunded: true, syncPending: true });
+    await lost.late(); // issues' transaction commits after the abort, before startBy
+    expect((await h.taskRecord(issueId))?.status).toBe('in-progress');
+    // The key is not forgotten: a retry waits while the aborted claim's start may still matter.
+    expect(await reasonOf(claim(issueId, a, 'k1'))).toBe('work-already-claimed/idempotency-in-flight');
+    await h.core.sweep({ reconcile: false });
+    advance(6_001); // past startBy (5 s) + margin
+    await h.core.sweep({ reconcile: false });
+    const task = await h.taskRecord(issueId);
+    expect(task?.status).toBe('ready');
+    expect(task?.claim).toBeUndefined();
+    expect((await allClaims())[0]?.syncPending).toBeUndefined();
+    // The aborted claim's token is dead; the retry with the same key claims anew.
+    expect(await reasonOf(h.planning.tasks.updateTask({ id: issueId, patch: { status: 'in-review' }, fencingToken: 1 }, a))).toBe('work-already-claimed/stale-claim');
+    const retried = await claim(issueId, a, 'k1');
+    expect(retried.claim).toMatchObject({ state: 'active', fencingToken: 2 });
+    expect(await h.meter.used(ws, 'agent-runs')).toBe(1);
+  });
+
+  it('finding 3: after the lease is lowered, a heartbeat and a status post leave the task’s mirror at the claim’s expiry', async () => {
+    const issueId = await h.task(projectId);
+    const a = agent('agent-a');
+    await claim(issueId, a); // 600 s
+    await h.rpc.setClaimPolicy({ workspaceId: ws, leaseSeconds: 60 }, { principal: owner });
+    advance(1_000);
+    const beat = await h.rpc.renewClaim({ issueId }, { principal: a });
+    expect(beat.claim?.expiresAt).toBe('2025-06-02T10:01:01.000Z');
+    expect((await h.taskRecord(issueId))?.claim?.expiresAt).toBe(beat.claim?.expiresAt);
+    advance(1_000);
+    const post = await h.rpc.postStatus({ issueId, message: 'shorter lease' }, { principal: a });
+    expect((await h.taskRecord(issueId))?.claim?.expiresAt).toBe(post.claim?.expiresAt);
+    advance(60_000);
+    expect(await reasonOf(h.planning.records.addEvidence({ issueId, kind: 'note', title: 'after expiry' }, a))).toBe('work-already-claimed/stale-claim');
+  });
+
+  it('finding 4: a request that outlived its lease cannot forget or answer for the retry that took its key over', async () => {
+    const issueId = await h.task(projectId);
+    const a = agent('agent-a');
+    const first = gateNextStart();
+    const slow = claim(issueId, a, 'k4').then(
+      () => 'ok',
+      (e: ServiceError) => `${e.code}/${e.details.reason ?? ''}`,
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    advance(30_000);
+    const second = gateNextStart();
+    const retry = claim(issueId, a, 'k4');
+    await new Promise((r) => setTimeout(r, 20));
+    first.open();
+    expect(await slow).toBe('unavailable/'); // its start came after startBy
+    // The slow request did not delete the retry's record: a third request waits instead of claiming.
+    expect(await reasonOf(claim(issueId, a, 'k4'))).toBe('work-already-claimed/idempotency-in-flight');
+    second.open();
+    const won = await retry;
+    const again = await claim(issueId, a, 'k4');
+    expect([again.replayed, again.claim?.id]).toEqual([true, won.claim?.id]);
+    expect(await h.meter.used(ws, 'agent-runs')).toBe(1);
+  });
+
+  it('finding 4: a takeover whose claim was granted and has ended answers with that claim; no second claim, no second run', async () => {
+    const issueId = await h.task(projectId);
+    const a = agent('agent-a');
+    const granted = await claim(issueId, a, 'k5');
+    // As if the process died between the claim and storing the answer.
+    await h.store.collection('idempotency_keys').updateOne({}, { $set: { state: 'in-flight', ownerUntil: h.planning.now, owner: 'dead' }, $unset: { answer: '' } });
+    await h.rpc.releaseClaim({ issueId }, { principal: a });
+    advance(1);
+    const res = await claim(issueId, a, 'k5');
+    expect(res.claim).toMatchObject({ id: granted.claim?.id, state: 'released' });
+    expect((await allClaims()).map((c) => c.state)).toEqual(['released']);
+    expect(await h.meter.used(ws, 'agent-runs')).toBe(1);
+    expect((await h.taskRecord(issueId))?.status).toBe('ready');
+  });
+
+  it('finding 5: a member releasing an expired claim not yet swept gets 409 stale-claim; the claim ends expired, not released', async () => {
+    const issueId = await h.task(projectId);
+    await claim(issueId, agent('agent-a'));
+    advance(600_000);
+    expect(await reasonOf(h.rpc.releaseClaim({ issueId }, { principal: member }))).toBe('work-already-claimed/stale-claim');
+    expect((await allClaims())[0]).toMatchObject({ state: 'expired', endReason: 'lease-expired' });
+    expect(await h.claimEvents('claim.released')).toEqual([]);
+    expect((await h.taskRecord(issueId))?.status).toBe('ready');
+  });
+
+  it('finding 6: one sweep goes through full batches until the backlog of expired claims is cleared', async () => {
+    const ids = await Promise.all(Array.from({ length: 5 }, () => h.task(projectId)));
+    for (const [i, id] of ids.entries()) await claim(id, agent(`agent-${i}`));
+    advance(600_000);
+    const swept = await h.core.sweep({ reconcile: false, batch: 2 });
+    expect(swept.expired).toBe(5);
+    for (const id of ids) expect((await h.taskRecord(id))?.status).toBe('ready');
+  });
+
+  it('finding 6: reconciliation runs in a loop of its own, so a long one never holds up the sweeps', async () => {
+    const sweeps: boolean[] = [];
+    let reconciles = 0;
+    let finishReconcile!: () => void;
+    const fake = {
+      sweep: async (o: { reconcile: boolean }) => {
+        sweeps.push(o.reconcile);
+        return { expired: 0, released: 0, repaired: 0, synced: 0, reconciled: 0 };
+      },
+      reconcileAll: async () => {
+        reconciles += 1;
+        await new Promise<void>((resolve) => (finishReconcile = resolve));
+        return 0;
+      },
+    };
+    const sweeper = createSweeper(fake as unknown as ClaimsCore, { intervalMs: 100, reconcileIntervalMs: 60_000, logger: { info() {}, warn() {}, error() {} } });
+    sweeper.start();
+    await new Promise((r) => setTimeout(r, 450));
+    expect(reconciles).toBe(1); // one sweep interval after start, and still running
+    expect(sweeps.length).toBeGreaterThanOrEqual(2);
+    expect(sweeps.every((r) => r === false)).toBe(true);
+    finishReconcile();
+    await sweeper.stop();
+  });
+
+  it('finding 7: refusals in the order of DECISIONS §7: an in-progress task is not-ready, a ready task whose claim is being taken active-claim', async () => {
+    const issueId = await h.task(projectId);
+    const gate = gateNextStart();
+    const taking = claim(issueId, agent('agent-a'));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await reasonOf(claim(issueId, agent('agent-b')))).toBe('work-already-claimed/active-claim');
+    gate.open();
+    await taking;
+    expect(await reasonOf(claim(issueId, agent('agent-b')))).toBe('work-already-claimed/not-ready');
+  });
+
+  it('finding 8: a starting claim: another agent releasing it gets active-claim; ready work counts it only when it is in the agent’s queue', async () => {
+    await h.planning.addAgent(ws, 'agent-c');
+    const elsewhere = await h.task(projectId, { assignedAgentId: 'agent-c' });
+    const mine = await h.task(projectId);
+    const gate = gateNextStart();
+    const taking = claim(elsewhere, agent('agent-c'));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await reasonOf(h.rpc.releaseClaim({ issueId: elsewhere }, { principal: agent('agent-b') }))).toBe('work-already-claimed/active-claim');
+    const work = await h.rpc.listReadyWork({}, { principal: agent('agent-b') });
+    expect(work.items.map((i) => i.id)).toEqual([mine]);
+    expect(work.queueSummary).toMatchObject({ total: 1, claimable: 1, blocked: 0 });
+    gate.open();
+    await taking;
+  });
+
+  it('finding 8: a heartbeat whose task renewal failed writes no claim.renewed event', async () => {
+    const issueId = await h.task(projectId);
+    const a = agent('agent-a');
+    await claim(issueId, a);
+    h.issuesHooks.before = async (method) => {
+      if (method === 'renewClaimedWork') throw new ServiceError('unavailable', 'issues is down');
+    };
+    expect(await reasonOf(h.rpc.renewClaim({ issueId }, { principal: a }))).toBe('unavailable/');
+    expect(await h.claimEvents('claim.renewed')).toEqual([]);
+    h.issuesHooks.before = undefined;
+    await h.rpc.renewClaim({ issueId }, { principal: a });
+    expect((await h.claimEvents('claim.renewed')).map((e) => e.data.reason)).toEqual(['heartbeat']);
   });
 });

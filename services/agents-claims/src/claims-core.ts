@@ -33,6 +33,7 @@ import {
   validateLeaseSeconds,
   validateStatusMessage,
   PUBLIC_STATES,
+  START_REPAIR_MARGIN_MS,
   type AgentCaller,
   type PublicState,
   type QueueState,
@@ -52,8 +53,11 @@ const READ_SCOPES = ['agents:read'] as const;
 /** Errors that answer the request itself and are replayed for its idempotency key. */
 const REPLAYABLE = new Set(['invalid-input', 'forbidden', 'not-found', 'work-already-claimed', 'quota-exceeded']);
 
-/** Slack for clocks of different processes when deciding that a start can no longer land. */
-const START_REPAIR_MARGIN_MS = 1_000;
+/** Starting claims a ready-work call tells the issues service about (they last moments). */
+const MAX_STARTING = 1_000;
+
+/** How long one sweep keeps going through full batches before it leaves the rest to the next. */
+const SWEEP_BUDGET_MS = 5_000;
 
 export interface ClaimView {
   id: string;
@@ -205,7 +209,7 @@ export class ClaimsCore {
       );
       target = res.target;
     }
-    await this.deps.claims.clearSync(claim._id);
+    await this.deps.claims.clearSync(claim._id, this.deps.clock());
     return target;
   }
 
@@ -281,14 +285,21 @@ export class ClaimsCore {
       case 'mismatch':
         throw invalidInput('idempotency-key', 'This idempotency key was used with another request body; use a new key for a new request');
       case 'in-flight':
-        throw conflict('idempotency-in-flight', 'A request with this idempotency key is still being processed; retry shortly');
+        throw inFlight();
       case 'replay':
         return replay(begun.answer);
       case 'takeover': {
-        // The first request's process died. If it got as far as the claim, finish it and answer with it.
-        const granted = begun.claimId ? await this.finishTakenOver(begun.claimId, agent) : undefined;
+        // The first request's process died or gave up. If it got as far as the claim, finish it and answer with it.
+        let granted: ClaimResult | undefined;
+        try {
+          granted = begun.claimId ? await this.finishTakenOver(begun.claimId, agent) : undefined;
+        } catch (err) {
+          // Not decided yet (its start may still land): the next retry looks again.
+          await idempotency.release(begun.id, begun.owner, this.deps.clock()).catch(() => undefined);
+          throw err;
+        }
         if (granted) {
-          await idempotency.finish(begun.id, { ok: true, result: granted as unknown as Record<string, unknown> });
+          await idempotency.finish(begun.id, begun.owner, { ok: true, result: granted as unknown as Record<string, unknown> });
           return granted;
         }
         break;
@@ -296,17 +307,25 @@ export class ClaimsCore {
       case 'new':
         break;
     }
+    let noted = false;
     try {
-      const result = await this.claimOnce(ctx, agent, issueId, (claimId) => idempotency.noteClaim(begun.id, claimId));
-      await idempotency.finish(begun.id, { ok: true, result: result as unknown as Record<string, unknown> });
+      const result = await this.claimOnce(ctx, agent, issueId, async (claimId) => {
+        // A retry took the key over (this request outlived its lease): it decides, not this one.
+        if (!(await idempotency.noteClaim(begun.id, begun.owner, claimId))) throw inFlight();
+        noted = true;
+      });
+      await idempotency.finish(begun.id, begun.owner, { ok: true, result: result as unknown as Record<string, unknown> });
       return result;
     } catch (err) {
       // A failpoint stands for the process dying here: leave the record as a crash would.
       if (err instanceof FailpointError) throw err;
       if (err instanceof ServiceError && REPLAYABLE.has(err.code)) {
-        await idempotency.finish(begun.id, { ok: false, error: { code: err.code, message: err.message, details: { ...err.details } } });
+        await idempotency.finish(begun.id, begun.owner, { ok: false, error: { code: err.code, message: err.message, details: { ...err.details } } });
+      } else if (noted) {
+        // It took a claim: a retry must look at that claim (whose start may still land), not run blind.
+        await idempotency.release(begun.id, begun.owner, this.deps.clock()).catch(() => undefined);
       } else {
-        await idempotency.abandon(begun.id).catch(() => undefined);
+        await idempotency.abandon(begun.id, begun.owner).catch(() => undefined);
       }
       throw err;
     }
@@ -321,7 +340,14 @@ export class ClaimsCore {
   private async finishTakenOver(claimId: string, agent: AgentCaller): Promise<ClaimResult | undefined> {
     const { claims, clock } = this.deps;
     let claim = await claims.get(claimId);
-    if (!claim || claim.state !== 'active' || claim.agentId !== agent.agentId) return undefined;
+    if (!claim || claim.agentId !== agent.agentId) return undefined;
+    if (claim.state !== 'active') {
+      // Granted, then ended (released, expired, completed): that was the answer; no second claim, no second run.
+      if (claim.started) return this.grantedAnswer(claim, agent, (await this.systemTarget(claim.issueId))?.status ?? 'unknown');
+      // Ended before it started, but its start may still land (or its end not yet reach the task).
+      if (claim.syncPending) throw inFlight();
+      return undefined;
+    }
     if (!claim.started) {
       const target = await this.systemTarget(claim.issueId);
       if (target?.status === 'in-progress' && target.claim?.claimId === claim._id) {
@@ -329,16 +355,22 @@ export class ClaimsCore {
         if (!claim) return undefined;
       } else {
         const cutoff = new Date(clock().getTime() - START_REPAIR_MARGIN_MS);
-        if (claim.startBy > cutoff) throw conflict('idempotency-in-flight', 'A request with this idempotency key is still being processed; retry shortly');
+        if (claim.startBy > cutoff) throw inFlight();
         await this.abortStart(claim, 'start-failed', { startBy: { $lte: cutoff } });
         return undefined;
       }
     }
+    return this.grantedAnswer(claim, agent, 'in-progress');
+  }
+
+  /** The answer to a request whose claim was granted (found again by a retry that took its key over). */
+  private async grantedAnswer(claim: ClaimRecord, agent: AgentCaller, status: string): Promise<ClaimResult> {
+    const { clock } = this.deps;
     const used = await this.deps.meter.used(claim.workspaceId, 'agent-runs');
     const access = await this.workspaceAccess(agent.principal, claim.workspaceId);
     return {
       claim: claimView(claim, clock()),
-      issue: { id: claim.issueId, status: 'in-progress' },
+      issue: { id: claim.issueId, status },
       metering: {
         allowed: true,
         kind: 'agent-runs',
@@ -498,21 +530,28 @@ export class ClaimsCore {
     const leaseSeconds = await this.deps.policies.leaseSeconds(agent.workspaceId);
     const expiresAt = addSeconds(now, leaseSeconds);
     const actor = actorOf(ctx.principal);
-    // The claim first, then the task's mirror: the mirror never outlives the claim.
-    const renewed = await this.deps.claims.renew(claim._id, expiresAt, leaseSeconds, now, actor, body === undefined ? 'heartbeat' : 'status-post');
+    const via = body === undefined ? 'heartbeat' : 'status-post';
+    // The claim first, then the task's mirror: the mirror never outlives the claim. The mirror
+    // takes the expiry only from a renewal newer than its own (renewals may arrive out of order),
+    // and takes it as it is, so a lowered lease lowers it too.
+    const renewed = await this.deps.claims.renew(claim._id, expiresAt, leaseSeconds, now);
     if (!renewed) throw staleClaim();
+    const renewal = renewed.renewals ?? 1;
     try {
       if (body === undefined) {
         const res = await this.deps.issues.renewClaimedWork(
-          { issueId, claimId: claim._id, expiresAt: expiresAt.toISOString() },
+          { issueId, claimId: claim._id, expiresAt: expiresAt.toISOString(), renewal },
           { principal: SYSTEM_PRINCIPAL, deadline: ctx.deadline },
         );
+        // The event only for a renewal both sides applied.
+        await this.deps.claims.noteRenewed(renewed, actor, via);
         return { claim: claimView(renewed, now), issue: { id: issueId, status: res.target?.status ?? 'in-progress' } };
       }
       const res = await this.deps.issues.postClaimStatus(
-        { issueId, claimId: claim._id, message: body, expiresAt: expiresAt.toISOString(), actor },
+        { issueId, claimId: claim._id, message: body, expiresAt: expiresAt.toISOString(), actor, renewal },
         { principal: SYSTEM_PRINCIPAL, deadline: ctx.deadline },
       );
+      await this.deps.claims.noteRenewed(renewed, actor, via);
       return {
         claim: claimView(renewed, now),
         issue: { id: issueId, status: res.target?.status ?? 'in-progress' },
@@ -539,17 +578,22 @@ export class ClaimsCore {
     if (!agent) await authorizeWorkspace(this.deps.access, { principal }, target.workspaceId, { action: 'write-tasks', scope: 'issues:write' });
     const now = this.deps.clock();
     let claim: ClaimRecord;
+    const active = await this.deps.claims.activeForIssue(issueId);
     if (agent) {
-      const active = await this.deps.claims.activeForIssue(issueId);
-      if (active && active.started && active.agentId !== agent.agentId) {
+      // Another agent's unexpired claim, starting or answered, is not this agent's to release.
+      if (active && active.agentId !== agent.agentId && active.expiresAt > now) {
         throw conflict('active-claim', 'Another agent holds the active claim on this issue; only it or a workspace member may release it');
       }
       claim = await this.heldClaim(agent, issueId, fencingToken, now);
     } else {
-      const active = await this.deps.claims.activeForIssue(issueId);
       if (!active || !active.started) throw staleClaim('No active claim on this issue');
       if (fencingToken !== undefined && fencingToken !== active.fencingToken) {
         throw staleClaim(`Fencing token ${fencingToken} is stale: the current claim's token is ${active.fencingToken}`);
+      }
+      if (active.expiresAt <= now) {
+        // Past its lease it is expired, swept or not: it ends as expired, not as released.
+        await this.expire(active, now);
+        throw staleClaim(`The claim expired at ${active.expiresAt.toISOString()}; there is nothing to release`);
       }
       claim = active;
     }
@@ -560,9 +604,13 @@ export class ClaimsCore {
       now,
       actor,
       sync: true,
-      where: { started: true },
+      where: { started: true, expiresAt: { $gt: now } },
     });
-    if (!ended) throw staleClaim('The claim ended meanwhile');
+    if (!ended) {
+      const current = await this.deps.claims.get(claim._id);
+      if (current?.state === 'active' && current.expiresAt <= now) await this.expire(current, now);
+      throw staleClaim('The claim ended or expired meanwhile');
+    }
     const after = await this.syncEnd(ended, actor).catch((err: unknown) => this.deferred(ended, err));
     return { claim: claimView(ended, now), issue: { id: issueId, status: after?.status ?? target.status } };
   }
@@ -573,11 +621,12 @@ export class ClaimsCore {
     const agent = requireAgent(ctx.principal, READ_SCOPES);
     const access = await authorizeWorkspace(this.deps.access, ctx, agent.workspaceId, { action: 'read', scope: 'agents:read' });
     const now = this.deps.clock();
-    const [page, used, held, starting] = await Promise.all([
-      this.deps.issues.listReadyTasks({ workspaceId: agent.workspaceId, agentId: agent.agentId, limit, cursor }, callOptionsFrom(ctx)),
+    // Tasks whose claim is still starting are not claimable; the issues service counts those in this agent's queue.
+    const startingIssueIds = await this.deps.claims.startingIssueIds(agent.workspaceId, MAX_STARTING);
+    const [page, used, held] = await Promise.all([
+      this.deps.issues.listReadyTasks({ workspaceId: agent.workspaceId, agentId: agent.agentId, limit, cursor, startingIssueIds }, callOptionsFrom(ctx)),
       this.deps.meter.used(agent.workspaceId, 'agent-runs', now),
       this.deps.claims.activeForAgent(agent.workspaceId, agent.agentId),
-      this.deps.claims.countStarting(agent.workspaceId),
     ]);
     const runLimit = PLANS[access.planId].quotas['agent-runs'];
     const exhausted = runLimit !== null && used >= runLimit;
@@ -618,7 +667,7 @@ export class ClaimsCore {
       items,
       summary: {
         total: page.total,
-        claimable: Math.max(0, page.total - page.blocked - starting),
+        claimable: Math.max(0, page.total - page.blocked - page.starting),
         blocked: page.blocked,
         heldByYou: mine ? 1 : 0,
         quotaState,
@@ -704,9 +753,13 @@ export class ClaimsCore {
    * another failed (the first failure is rethrown at the end): a task service that cannot be
    * reached must not hold up, say, the claims whose lease passed.
    */
-  async sweep(options: { reconcile: boolean; batch?: number }): Promise<{ expired: number; released: number; repaired: number; synced: number; reconciled: number }> {
+  async sweep(options: { reconcile: boolean; batch?: number; budgetMs?: number }): Promise<{ expired: number; released: number; repaired: number; synced: number; reconciled: number }> {
     const { claims, clock } = this.deps;
     const batch = options.batch ?? 100;
+    // Each step goes on through full batches (a backlog is cleared in one sweep, within the bound
+    // of DECISIONS §7) until its batch comes back short, nothing changed, or the budget is spent.
+    const budgetEnds = Date.now() + (options.budgetMs ?? SWEEP_BUDGET_MS);
+    const again = (found: number, changed: number) => found >= batch && changed > 0 && Date.now() < budgetEnds;
     const out = { expired: 0, released: 0, repaired: 0, synced: 0, reconciled: 0 };
     const failures: unknown[] = [];
     const step = async (fn: () => Promise<void>): Promise<void> => {
@@ -716,33 +769,52 @@ export class ClaimsCore {
     };
     // 1. Claims whose lease passed end, and their tasks go back to ready.
     await step(async () => {
-      for (const claim of await claims.dueExpired(clock(), batch)) {
-        if (await this.expire(claim, clock())) out.expired += 1;
+      for (;;) {
+        const due = await claims.dueExpired(clock(), batch);
+        let changed = 0;
+        for (const claim of due) {
+          if (await this.expire(claim, clock())) changed += 1;
+        }
+        out.expired += changed;
+        if (!again(due.length, changed)) break;
       }
     });
     // 2. Tasks whose mirrored lease passed go back to ready (whatever the claims store says).
     await step(async () => {
-      const released = await this.deps.issues.releaseExpiredClaims({ limit: batch }, this.system());
-      for (const r of released.released) {
-        out.released += 1;
-        const claim = await claims.get(r.claimId);
-        if (claim?.state === 'active') {
-          await claims.end(claim._id, { state: 'expired', reason: 'lease-expired', now: clock(), actor: SYSTEM_ACTOR, sync: false });
+      for (;;) {
+        const released = await this.deps.issues.releaseExpiredClaims({ limit: batch }, this.system());
+        for (const r of released.released) {
+          out.released += 1;
+          const claim = await claims.get(r.claimId);
+          if (claim?.state === 'active') {
+            await claims.end(claim._id, { state: 'expired', reason: 'lease-expired', now: clock(), actor: SYSTEM_ACTOR, sync: false });
+          }
         }
+        if (!again(released.released.length, released.released.length)) break;
       }
     });
     // 3. Claims whose start never finished (their process died): end them, give their run back.
     await step(async () => {
-      const cutoff = new Date(clock().getTime() - START_REPAIR_MARGIN_MS);
-      for (const claim of await claims.dueStarts(cutoff, batch)) {
-        if (await this.abortStart(claim, 'start-failed', { startBy: { $lte: cutoff } })) out.repaired += 1;
+      for (;;) {
+        const cutoff = new Date(clock().getTime() - START_REPAIR_MARGIN_MS);
+        const due = await claims.dueStarts(cutoff, batch);
+        let changed = 0;
+        for (const claim of due) {
+          if (await this.abortStart(claim, 'start-failed', { startBy: { $lte: cutoff } })) changed += 1;
+        }
+        out.repaired += changed;
+        if (!again(due.length, changed)) break;
       }
     });
-    // 4. Ends not yet applied to their tasks.
+    // 4. Ends not yet applied to their tasks (and ends of claims that never started, once their start can no longer land).
     await step(async () => {
-      for (const claim of await claims.pendingSync(batch)) {
-        await this.syncEnd(claim);
-        out.synced += 1;
+      for (;;) {
+        const pending = await claims.pendingSync(clock(), batch);
+        for (const claim of pending) {
+          await this.syncEnd(claim);
+          out.synced += 1;
+        }
+        if (!again(pending.length, pending.length)) break;
       }
     });
     if (options.reconcile) {
@@ -758,7 +830,7 @@ export class ClaimsCore {
    * The safety net: tasks under a claim that is not active here go back to ready; answered active
    * claims whose task moved on end. (Events and the steps above normally leave nothing to do.)
    */
-  private async reconcileAll(batch: number): Promise<number> {
+  async reconcileAll(batch = 100): Promise<number> {
     const { claims, clock } = this.deps;
     let fixed = 0;
     let after: string | undefined;
@@ -789,9 +861,15 @@ export class ClaimsCore {
   }
 }
 
+/** The stored first answer again; a refusal says it is a replay in `details.replayed` (the gateway's `idempotent-replayed` header). */
 function replay(answer: StoredAnswer): ClaimResult {
   if (answer.ok) return { ...(answer.result as unknown as ClaimResult), replayed: true };
-  throw new ServiceError(answer.error.code as ServiceError['code'], answer.error.message, answer.error.details);
+  const details = { ...answer.error.details, replayed: true } as ServiceError['details'];
+  throw new ServiceError(answer.error.code as ServiceError['code'], answer.error.message, details);
+}
+
+function inFlight(): ServiceError {
+  return conflict('idempotency-in-flight', 'A request with this idempotency key is still being processed; retry shortly');
 }
 
 function decodeClaimCursor(cursor: string): string {

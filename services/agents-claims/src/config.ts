@@ -16,7 +16,7 @@ export const agentsClaimsSettings = {
    * service refuses its start from then on.
    */
   CLAIM_START_TIMEOUT_MS: env.int(500, 120_000).default(15_000),
-  /** How often a sweep also reconciles claims with the tasks' claim mirrors (a safety net). */
+  /** How often claims are reconciled with the tasks' claim mirrors (a safety net; a loop of its own, apart from the sweep). */
   CLAIM_RECONCILE_INTERVAL_MS: env.int(1_000, 3_600_000).default(60_000),
   /**
    * How long a claim request holding an idempotency key owns it; a retry meanwhile gets 409

@@ -2,63 +2,82 @@ import type { ClaimsCore, CoreLogger } from './claims-core.js';
 
 export interface SweeperOptions {
   intervalMs: number;
-  /** How often a sweep also reconciles claims with the tasks' mirrors (the first sweep always does). */
+  /** How often claims are reconciled with the tasks' mirrors (in a loop of its own; the first time one sweep interval after start). */
   reconcileIntervalMs: number;
   logger: CoreLogger;
 }
 
 export interface Sweeper {
   start(): void;
-  /** Stops sweeping; resolves when a sweep in progress has finished. */
+  /** Stops sweeping and reconciling; resolves when a sweep or reconciliation in progress has finished. */
   stop(): Promise<void>;
-  /** One sweep now (tests, and a process that wants to catch up at once). */
+  /** One sweep now (tests, and a process that wants to catch up at once); with `reconcile`, a reconciliation after it. */
   sweepOnce(options?: { reconcile?: boolean }): Promise<void>;
 }
+
+type SweepCore = Pick<ClaimsCore, 'sweep' | 'reconcileAll'>;
 
 /**
  * The sweeper every agents-claims process runs. Several may run at once (replicas): every change
  * a sweep makes is conditional, so two sweepers never end a claim twice or move a task twice.
+ * Two loops: the sweep (expiries, repairs, pending ends) every `intervalMs`, and reconciliation
+ * (a walk of every claimed task, one issues call per claim) every `reconcileIntervalMs`. They run
+ * apart so that reconciling many claims never holds up expiries past the 10-second bound.
  */
-export function createSweeper(core: ClaimsCore, options: SweeperOptions): Sweeper {
-  let timer: NodeJS.Timeout | undefined;
+export function createSweeper(core: SweepCore, options: SweeperOptions): Sweeper {
   let running = false;
-  let current: Promise<void> | undefined;
-  let lastReconcile = Number.NEGATIVE_INFINITY;
+  const timers = new Set<NodeJS.Timeout>();
+  const inProgress = new Set<Promise<void>>();
 
-  const sweep = async (force?: boolean): Promise<void> => {
-    const reconcile = force ?? Date.now() - lastReconcile >= options.reconcileIntervalMs;
-    if (reconcile) lastReconcile = Date.now();
+  const sweep = async (): Promise<void> => {
     try {
-      const done = await core.sweep({ reconcile });
+      const done = await core.sweep({ reconcile: false });
       if (Object.values(done).some((n) => n > 0)) options.logger.info(done, 'claims swept');
     } catch (err) {
       options.logger.warn({ err }, 'claim sweep failed; the next sweep retries');
     }
   };
 
-  const schedule = (): void => {
+  const reconcile = async (): Promise<void> => {
+    try {
+      const reconciled = await core.reconcileAll();
+      if (reconciled > 0) options.logger.info({ reconciled }, 'claims reconciled');
+    } catch (err) {
+      options.logger.warn({ err }, 'claim reconciliation failed; the next one retries');
+    }
+  };
+
+  /** Runs `fn` after `delayMs`, then again `intervalMs` after each run ends, while running. */
+  const loop = (fn: () => Promise<void>, delayMs: number, intervalMs: number): void => {
     if (!running) return;
-    timer = setTimeout(() => {
-      current = sweep().finally(() => {
-        current = undefined;
-        schedule();
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      const run = fn().finally(() => {
+        inProgress.delete(run);
+        loop(fn, intervalMs, intervalMs);
       });
-    }, options.intervalMs);
+      inProgress.add(run);
+    }, delayMs);
     timer.unref?.();
+    timers.add(timer);
   };
 
   return {
     start() {
       running = true;
-      schedule();
+      loop(sweep, options.intervalMs, options.intervalMs);
+      // The first reconciliation one sweep interval after start (as the first sweep), then on its own interval.
+      loop(reconcile, options.intervalMs, options.reconcileIntervalMs);
     },
     async stop() {
       running = false;
-      if (timer) clearTimeout(timer);
-      await current;
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+      await Promise.all([...inProgress]);
     },
     async sweepOnce(opts = {}) {
-      await sweep(opts.reconcile ?? false);
+      await sweep();
+      if (opts.reconcile) await reconcile();
     },
   };
 }

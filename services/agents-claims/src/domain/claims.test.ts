@@ -98,9 +98,16 @@ describe('claims domain: states and refusals', () => {
     expect([assigned?.code, assigned?.details.reason]).toEqual(['forbidden', 'assigned-to-another-agent']);
     expect(claimRefusal({ status: 'backlog', openDependencyCount: 3 }, 'agent-a', now)?.details.reason).toBe('not-ready');
     expect(claimRefusal({ ...ready, openDependencyCount: 2 }, 'agent-a', now)?.details.reason).toBe('dependencies-open');
+    // A task in progress under another agent's (or this agent's) claim is not ready: not-ready, saying whose claim it is.
     const held = { status: 'in-progress', openDependencyCount: 0, claim: { agentId: 'agent-b', expiresAt: '2025-06-02T10:00:01Z' } };
-    expect(claimRefusal(held, 'agent-a', now)?.details.reason).toBe('active-claim');
+    expect(claimRefusal(held, 'agent-a', now)?.details.reason).toBe('not-ready');
+    expect(claimRefusal(held, 'agent-a', now)?.message).toMatch(/another agent holds its claim/);
+    expect(claimRefusal(held, 'agent-b', now)?.message).toMatch(/this agent already holds its claim/);
+    expect(claimRefusal({ ...held, openDependencyCount: 2 }, 'agent-a', now)?.details.reason).toBe('not-ready');
     expect(claimRefusal({ ...held, claim: { agentId: 'agent-b', expiresAt: '2025-06-02T10:00:00Z' } }, 'agent-a', now)?.details.reason).toBe('not-ready');
+    // Dependencies come before a claim; a ready task still carrying an unexpired claim answers active-claim.
+    expect(claimRefusal({ ...held, status: 'ready', openDependencyCount: 1 }, 'agent-a', now)?.details.reason).toBe('dependencies-open');
+    expect(claimRefusal({ ...held, status: 'ready' }, 'agent-a', now)?.details.reason).toBe('active-claim');
   });
 
   it('claims domain: a claim whose task moved on ends as the task says', () => {
@@ -126,6 +133,8 @@ describe('claims domain: the ready queue', () => {
     expect(queueView(base).whyNotClaimable).toBeUndefined();
     expect(queueView({ ...base, openDependencyCount: 2 })).toMatchObject({ state: 'blocked', whyNotClaimable: { reason: 'dependencies-open' } });
     expect(queueView({ ...base, claimedByOther: true })).toMatchObject({ state: 'claimed', whyNotClaimable: { reason: 'active-claim' } });
+    // The first refusal a claim would meet: open dependencies before a claim being taken (DECISIONS §7).
+    expect(queueView({ ...base, claimedByOther: true, openDependencyCount: 1 })).toMatchObject({ state: 'blocked', whyNotClaimable: { reason: 'dependencies-open' } });
     expect(queueView({ ...base, heldByYou: true, heldExpiresAt: 'T' })).toMatchObject({ state: 'claimed', whyNotClaimable: { reason: 'held-by-you' } });
     expect(queueView({ ...base, busyWith: 'iss_1' })).toMatchObject({ state: 'claimable', whyNotClaimable: { reason: 'agent-busy' } });
     const exhausted = queueView({ ...base, quotaState: 'run-budget-exhausted' });

@@ -138,27 +138,38 @@ export interface ClaimCandidate {
 }
 
 /**
- * Why `agentId` cannot claim the task now, in the order of DECISIONS §7 (assigned to another agent
- * 403, not ready 409, open dependencies 409, active claim 409), or undefined. A task in progress
- * under an unexpired claim answers `active-claim`: that claim is why it is not ready. (The issues
- * service applies the same rule again when it starts the work, atomically.)
+ * Why `agentId` cannot claim the task now, in the order of DECISIONS §7: assigned to another agent
+ * (403), not ready (409 `not-ready`), open dependencies (409 `dependencies-open`), an unexpired
+ * claim on it (409 `active-claim`); or undefined. A task in progress under someone's claim is not
+ * ready, so it answers `not-ready` (the message says whose claim it is). (The issues service
+ * applies the same rule again when it starts the work, atomically.)
  */
 export function claimRefusal(task: ClaimCandidate, agentId: string, now: Date): ServiceError | undefined {
   if (task.assignedAgentId !== undefined && task.assignedAgentId !== agentId) {
     return new ServiceError('forbidden', 'The issue is assigned to another agent', { reason: 'assigned-to-another-agent' });
   }
-  if (task.claim && Date.parse(task.claim.expiresAt) > now.getTime()) {
-    return task.claim.agentId === agentId
-      ? conflict('active-claim', 'This agent already holds the active claim on this issue')
-      : conflict('active-claim', 'Another agent holds the active claim on this issue');
+  const held = task.claim && Date.parse(task.claim.expiresAt) > now.getTime() ? task.claim : undefined;
+  if (task.status !== 'ready') {
+    const why = held ? (held.agentId === agentId ? ': this agent already holds its claim' : ': another agent holds its claim') : '';
+    return conflict('not-ready', `Only ready issues can be claimed; this one is '${task.status}'${why}`);
   }
-  if (task.status !== 'ready') return conflict('not-ready', `Only ready issues can be claimed; this one is '${task.status}'`);
   if (task.openDependencyCount > 0) {
     const n = task.openDependencyCount;
     return conflict('dependencies-open', `${n} dependenc${n === 1 ? 'y is' : 'ies are'} not done yet`);
   }
+  if (held) {
+    return held.agentId === agentId
+      ? conflict('active-claim', 'This agent already holds the active claim on this issue')
+      : conflict('active-claim', 'Another agent holds the active claim on this issue');
+  }
   return undefined;
 }
+
+/**
+ * Slack for clocks of different processes (and a start's commit) when deciding that a start can
+ * no longer land: the issues service refuses a start after its `startBy`.
+ */
+export const START_REPAIR_MARGIN_MS = 1_000;
 
 /** How a claim whose task moved on ended, from the task's status. */
 export function endOfMovedTask(status: string | undefined): { state: 'completed' | 'released'; reason: string } {
@@ -195,7 +206,7 @@ export interface QueueView {
   nextAction: string;
 }
 
-/** What the ready queue says about one task to the calling agent (the first reason a claim would fail wins). */
+/** What the ready queue says about one task to the calling agent (the first reason a claim would fail wins, in the order of DECISIONS §7). */
 export function queueView(f: QueueFacts): QueueView {
   if (f.heldByYou) {
     return {
@@ -204,19 +215,19 @@ export function queueView(f: QueueFacts): QueueView {
       nextAction: `Work on it: post status or heartbeat before ${f.heldExpiresAt ?? 'the lease ends'}, attach evidence, then move it to in-review (or release it).`,
     };
   }
-  if (f.claimedByOther) {
-    return {
-      state: 'claimed',
-      whyNotClaimable: { reason: 'active-claim', message: 'Another agent is claiming this task' },
-      nextAction: 'Pick other ready work.',
-    };
-  }
   if (f.openDependencyCount > 0) {
     const n = f.openDependencyCount;
     return {
       state: 'blocked',
       whyNotClaimable: { reason: 'dependencies-open', message: `${n} dependenc${n === 1 ? 'y is' : 'ies are'} not done yet` },
       nextAction: `Finish the ${n} open dependenc${n === 1 ? 'y' : 'ies'} first, or pick other ready work.`,
+    };
+  }
+  if (f.claimedByOther) {
+    return {
+      state: 'claimed',
+      whyNotClaimable: { reason: 'active-claim', message: 'Another agent is claiming this task' },
+      nextAction: 'Pick other ready work.',
     };
   }
   if (f.busyWith) {

@@ -1,7 +1,7 @@
 import type { MeterDecision, UsageMeter } from '@planning/metering';
 import type { Outbox } from '@planning/outbox';
 import { isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type StoredDocument } from '@planning/store';
-import type { StoredState } from '../domain/claims.js';
+import { START_REPAIR_MARGIN_MS, type StoredState } from '../domain/claims.js';
 
 export interface ClaimRecord extends StoredDocument {
   workspaceId: string;
@@ -22,6 +22,8 @@ export interface ClaimRecord extends StoredDocument {
   createdAt: Date;
   startedAt?: Date;
   renewedAt?: Date;
+  /** How many times the claim was renewed; each renewal tells the task's mirror its number. */
+  renewals?: number;
   endedAt?: Date;
   endReason?: string;
   /** The month (`YYYY-MM`) whose agent-run count this claim took; absent until metered. */
@@ -29,6 +31,11 @@ export interface ClaimRecord extends StoredDocument {
   refunded?: boolean;
   /** Set when the claim ended here and the issues service still has to hear of it. */
   syncPending?: true;
+  /**
+   * A claim ended before it started: its start might still land in the issues service until
+   * `startBy` (+ margin), so the end is applied again from then on and only then is it done.
+   */
+  syncAfter?: Date;
   /** Housekeeping: ended claims disappear after this. */
   purgeAt?: Date;
 }
@@ -60,6 +67,10 @@ export interface EndRequest {
   sync: boolean;
   /** Give back the agent run if the claim was never answered (never started). */
   meter?: UsageMeter;
+}
+
+function syncDue(now: Date): Filter {
+  return { $or: [{ syncAfter: { $exists: false } }, { syncAfter: { $lte: now } }] };
 }
 
 const VERB: Readonly<Record<Exclude<StoredState, 'active'>, string>> = {
@@ -184,22 +195,24 @@ export class ClaimRepository {
     });
   }
 
-  /** Moves an active, started, unexpired claim's expiry; null when it is not (any more). */
-  async renew(
-    id: string,
-    expiresAt: Date,
-    leaseSeconds: number,
-    now: Date,
-    actor: { type: string; id: string },
-    via: 'heartbeat' | 'status-post',
-  ): Promise<ClaimRecord | null> {
-    return this.outbox.transaction(async (session) => {
-      const renewed = await this.claims.findOneAndUpdate(
-        { _id: id, state: 'active', started: true, expiresAt: { $gt: now } },
-        { $set: { expiresAt, leaseSeconds, renewedAt: now } },
-        { session, returnDocument: 'after' },
-      );
-      if (!renewed) return null;
+  /**
+   * Moves an active, started, unexpired claim's expiry and counts the renewal (its number goes to
+   * the task's mirror); null when the claim is not (any more). The event is written by
+   * `noteRenewed` once the task's mirror has the new expiry too.
+   */
+  renew(id: string, expiresAt: Date, leaseSeconds: number, now: Date): Promise<ClaimRecord | null> {
+    return this.claims.findOneAndUpdate(
+      { _id: id, state: 'active', started: true, expiresAt: { $gt: now } },
+      { $set: { expiresAt, leaseSeconds, renewedAt: now }, $inc: { renewals: 1 } },
+      { returnDocument: 'after' },
+    );
+  }
+
+  /** `claim.renewed`, for a renewal both stores applied (nothing if the claim ended meanwhile). */
+  async noteRenewed(renewed: ClaimRecord, actor: { type: string; id: string }, via: 'heartbeat' | 'status-post'): Promise<void> {
+    const id = renewed._id;
+    await this.outbox.transaction(async (session) => {
+      if (!(await this.claims.findOne({ _id: id, state: 'active' }, { session }))) return;
       await this.outbox.add(
         {
           type: 'claim.renewed',
@@ -209,7 +222,6 @@ export class ClaimRepository {
         },
         { session },
       );
-      return renewed;
     });
   }
 
@@ -224,6 +236,8 @@ export class ClaimRepository {
       const current = await this.claims.findOne({ _id: id, state: 'active', ...request.where }, { session });
       if (!current) return null;
       const refund = request.meter !== undefined && !current.started && current.meteredPeriod !== undefined && !current.refunded;
+      // Never started: its start may still land until startBy, so the end must be applied after that too.
+      const syncAfter = request.sync && !current.started ? new Date(current.startBy.getTime() + START_REPAIR_MARGIN_MS) : undefined;
       const ended = await this.claims.findOneAndUpdate(
         { _id: id, state: 'active' },
         {
@@ -233,6 +247,7 @@ export class ClaimRepository {
             endReason: request.reason,
             purgeAt: new Date(request.now.getTime() + HISTORY_MS),
             ...(request.sync ? { syncPending: true } : {}),
+            ...(syncAfter && syncAfter > request.now ? { syncAfter } : {}),
             ...(refund ? { refunded: true } : {}),
           },
         },
@@ -257,8 +272,9 @@ export class ClaimRepository {
     });
   }
 
-  async clearSync(id: string): Promise<void> {
-    await this.claims.updateOne({ _id: id, syncPending: true }, { $unset: { syncPending: '' } });
+  /** The end reached the task; not before `syncAfter` (a start that may still land). */
+  async clearSync(id: string, now: Date): Promise<void> {
+    await this.claims.updateOne({ _id: id, syncPending: true, ...syncDue(now) }, { $unset: { syncPending: '', syncAfter: '' } });
   }
 
   /** Active claims whose lease passed. */
@@ -271,8 +287,9 @@ export class ClaimRepository {
     return this.claims.find({ state: 'active', started: false, startBy: { $lte: cutoff } }, { sort: { startBy: 1 }, limit });
   }
 
-  pendingSync(limit: number): Promise<ClaimRecord[]> {
-    return this.claims.find({ syncPending: true }, { limit });
+  /** Ends to apply to their tasks now (those waiting for a start that may still land come later). */
+  pendingSync(now: Date, limit: number): Promise<ClaimRecord[]> {
+    return this.claims.find({ syncPending: true, ...syncDue(now) }, { limit });
   }
 
   /** Active, answered claims last changed before `before`, after claim id `after` (reconciliation). */
@@ -294,8 +311,10 @@ export class ClaimRepository {
     return this.claims.find({ issueId: { $in: [...issueIds] }, state: 'active' });
   }
 
-  countStarting(workspaceId: string): Promise<number> {
-    return this.claims.countDocuments({ workspaceId, state: 'active', started: false });
+  /** The tasks of a workspace's claims still starting (at most `limit`). */
+  async startingIssueIds(workspaceId: string, limit: number): Promise<string[]> {
+    const rows = await this.claims.find({ workspaceId, state: 'active', started: false }, { limit, projection: { issueId: 1 } });
+    return rows.map((r) => r.issueId);
   }
 
   /** A page of a workspace's claims, newest first. */

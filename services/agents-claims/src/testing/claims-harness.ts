@@ -22,8 +22,19 @@ import { PolicyRepository } from '../store/policies.js';
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 
+/** Hooks around the issues calls of the claims core (tests: crashes, slow calls, lost answers). */
+export interface IssuesHooks {
+  /** Runs before each call; throwing fails the call before it reaches the issues service. */
+  before?: (method: string) => Promise<void>;
+  /**
+   * Wraps each call: `call` runs the real one. E.g. answer `unavailable` at once while the real
+   * call is kept and made later (a call that timed out while its transaction still ran).
+   */
+  around?: (method: string, call: () => Promise<unknown>) => Promise<unknown>;
+}
+
 /** A client of an in-process implementation: every request and response passes the codec. */
-export function rpcClientOf<S extends DescService>(service: S, impl: ServiceImplementation<S>, hooks: { before?: (method: string) => Promise<void> } = {}): RpcClient<S> {
+export function rpcClientOf<S extends DescService>(service: S, impl: ServiceImplementation<S>, hooks: IssuesHooks = {}): RpcClient<S> {
   const client: Record<string, unknown> = { close() {} };
   for (const method of service.methods) {
     client[method.localName] = async (request: unknown, options: RpcCallOptions = {}) => {
@@ -37,8 +48,8 @@ export function rpcClientOf<S extends DescService>(service: S, impl: ServiceImpl
         signal: options.signal ?? new AbortController().signal,
       } as unknown as CallContext;
       const handler = (impl as unknown as Record<string, (r: unknown, c: CallContext) => Promise<unknown>>)[method.localName]!;
-      const res = await handler(req, ctx);
-      return fromBinary(output, toBinary(output, create(output, res as never)));
+      const call = async () => fromBinary(output, toBinary(output, create(output, (await handler(req, ctx)) as never)));
+      return hooks.around ? hooks.around(method.localName, call) : call();
     };
   }
   return client as RpcClient<S>;
@@ -60,8 +71,8 @@ export interface ClaimsHarness {
   rpc: RpcClient<typeof ClaimService>;
   /** Another replica on the same claims store (and issues service). */
   replica(): Promise<ClaimsReplica>;
-  /** The issues client the replicas use; `hooks.before` runs before each issues call (e.g. to crash). */
-  issuesHooks: { before?: (method: string) => Promise<void> };
+  /** Hooks on the issues client the replicas use (e.g. to crash, to delay, to lose an answer). */
+  issuesHooks: IssuesHooks;
   /** An agent's API token for a workspace. */
   agent(workspaceId: string, agentId: string, scopes?: string[]): Principal;
   project(workspaceId: string): Promise<string>;

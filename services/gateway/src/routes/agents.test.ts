@@ -82,6 +82,18 @@ describe('agents routes: claim', () => {
     expect(calls[0]?.request).toEqual({ issueId: 'iss_1' });
   });
 
+  it('agents routes: a replayed refusal says so in the header too; a first refusal does not', async () => {
+    answer = () => new ServiceError('work-already-claimed', 'held', { reason: 'not-ready', replayed: true } as ServiceError['details']);
+    const replayed = await app.inject({ method: 'POST', url: '/api/agents/claim', headers: { 'idempotency-key': 'k-1' }, payload: { issueId: 'iss_1' } });
+    expect(replayed.statusCode).toBe(409);
+    expect(replayed.headers['idempotent-replayed']).toBe('true');
+    expect(replayed.json().error).toEqual({ code: 'work-already-claimed', message: 'held', reason: 'not-ready' });
+    answer = () => conflict('not-ready', 'held');
+    const first = await app.inject({ method: 'POST', url: '/api/agents/claim', headers: { 'idempotency-key': 'k-2' }, payload: { issueId: 'iss_1' } });
+    expect(first.statusCode).toBe(409);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+  });
+
   it('agents routes: bad bodies are 400 invalid-input naming the field, and nothing is called', async () => {
     const cases: [Record<string, unknown>, string][] = [
       [{}, 'issueId'],

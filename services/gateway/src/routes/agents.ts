@@ -258,7 +258,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
       schema: {
         summary: 'Claim a ready task',
         description:
-          'Checks, in order: token scopes (403), the task is visible (404), not assigned to another agent (403), `ready` (409 `not-ready`), dependencies done (409 `dependencies-open`), no active claim on it (409 `active-claim`) nor of this agent (409 `agent-busy`), the agent-run quota (403 `quota-exceeded` with `quota`). Success meters one agent run, moves the task to `in-progress` and returns the claim with its `expiresAt` and `fencingToken`. Header `idempotency-key`: the same key and body from the same token within 24 h returns the first response (header `idempotent-replayed: true`); another body 400; while the first is running 409 `idempotency-in-flight`.',
+          'Checks, in order: token scopes (403), the task is visible (404), not assigned to another agent (403), `ready` (409 `not-ready`), dependencies done (409 `dependencies-open`), no active claim on it (409 `active-claim`) nor of this agent (409 `agent-busy`), the agent-run quota (403 `quota-exceeded` with `quota`). Success meters one agent run, moves the task to `in-progress` and returns the claim with its `expiresAt` and `fencingToken`. Header `idempotency-key`: the same key and body from the same token within 24 h returns the first response, success or refusal (header `idempotent-replayed: true`); another body 400; while the first is running 409 `idempotency-in-flight`.',
         headers: { type: 'object', properties: { 'idempotency-key': { type: 'string', maxLength: 255 } } },
         body: { type: 'object', required: ['issueId'], additionalProperties: false, properties: { issueId: idSchema } },
         response: {
@@ -269,7 +269,14 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     },
     async (request, reply) => {
       const key = idempotencyKeyOf(request);
-      const res = await claims.claimWork({ issueId: request.body.issueId, ...(key !== undefined ? { idempotencyKey: key } : {}) }, { principal: request.principal });
+      let res: ClaimWorkResponse;
+      try {
+        res = await claims.claimWork({ issueId: request.body.issueId, ...(key !== undefined ? { idempotencyKey: key } : {}) }, { principal: request.principal });
+      } catch (err) {
+        // A replayed refusal (the first request's 4xx again) says so too.
+        if (err instanceof ServiceError && (err.details as { replayed?: unknown }).replayed === true) void reply.header('idempotent-replayed', 'true');
+        throw err;
+      }
       if (res.replayed) void reply.header('idempotent-replayed', 'true');
       return claimWorkBody(res, request.body.issueId);
     },

@@ -54,11 +54,15 @@ describe('claims: starting work', () => {
     expect(reasonOf(startRefusal({ ...ready, openDependencyCount: 1 }, 'agent-a', now))).toBe('work-already-claimed/dependencies-open');
   });
 
-  it('claims: a task in progress under an unexpired claim answers active-claim (for its holder too); under an expired one, not-ready', () => {
+  it('claims: a task in progress under a claim answers not-ready (DECISIONS §7 order), saying whose claim it is; a ready task with an unexpired claim, active-claim', () => {
     const held = { status: 'in-progress' as const, openDependencyCount: 0, claim };
-    expect(reasonOf(startRefusal(held, 'agent-b', now))).toBe('work-already-claimed/active-claim');
+    expect(reasonOf(startRefusal(held, 'agent-b', now))).toBe('work-already-claimed/not-ready');
+    expect(startRefusal(held, 'agent-b', now)?.message).toMatch(/another agent holds its claim/);
+    expect(reasonOf(startRefusal(held, 'agent-a', now))).toBe('work-already-claimed/not-ready');
     expect(startRefusal(held, 'agent-a', now)?.message).toMatch(/already holds/);
     expect(reasonOf(startRefusal({ ...held, claim: expired }, 'agent-b', now))).toBe('work-already-claimed/not-ready');
+    expect(reasonOf(startRefusal({ ...held, status: 'ready', openDependencyCount: 1 }, 'agent-b', now))).toBe('work-already-claimed/dependencies-open');
+    expect(reasonOf(startRefusal({ ...held, status: 'ready' }, 'agent-b', now))).toBe('work-already-claimed/active-claim');
   });
 
   it('claims: a move out of in-progress completes the claim (review, done, cancelled) or releases it', () => {

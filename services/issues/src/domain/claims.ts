@@ -16,6 +16,12 @@ export interface ClaimMirror {
   fencingToken: number;
   /** RFC 3339 (UTC, fixed width, so string order is time order). */
   expiresAt: string;
+  /**
+   * The claim's renewal count `expiresAt` came from (absent: none since the start). A renewal
+   * moves the mirror only when it is newer, so renewals arriving out of order, or after a lowered
+   * lease, leave the mirror at the claim's latest expiry, never later.
+   */
+  renewal?: number;
 }
 
 /** How a claim ended, as the task's status event reports it. */
@@ -82,25 +88,31 @@ export interface StartCandidate {
 }
 
 /**
- * Why a task cannot start under a claim of `agentId` now (DECISIONS §7 order: assigned to another
- * agent 403, not ready 409, open dependencies 409, active claim 409), or undefined. A task in
- * progress under an unexpired claim answers `active-claim`: that claim is why it is not ready.
+ * Why a task cannot start under a claim of `agentId` now, in the order of DECISIONS §7: assigned
+ * to another agent (403), not ready (409 `not-ready`), open dependencies (409
+ * `dependencies-open`), an active claim (409 `active-claim`); or undefined. A task in progress
+ * under someone's claim is not ready: it answers `not-ready` (the message names the claim).
+ * `active-claim` is left for a ready task that still carries an unexpired claim.
  */
 export function startRefusal(task: StartCandidate, agentId: string, now: Date): ServiceError | undefined {
   if (task.assignedAgentId !== undefined && task.assignedAgentId !== agentId) {
     return new ServiceError('forbidden', 'The issue is assigned to another agent', { reason: 'assigned-to-another-agent' });
   }
-  if (task.claim && isUnexpired(task.claim, now)) {
-    return task.claim.agentId === agentId
-      ? conflict('active-claim', 'This agent already holds the active claim on this issue')
-      : conflict('active-claim', 'Another agent holds the active claim on this issue');
+  const held = task.claim && isUnexpired(task.claim, now) ? task.claim : undefined;
+  if (task.status !== 'ready') {
+    const why = held ? (held.agentId === agentId ? ': this agent already holds its claim' : ': another agent holds its claim') : '';
+    return conflict('not-ready', `Only ready issues can be claimed; this one is '${task.status}'${why}`);
   }
-  if (task.status !== 'ready') return conflict('not-ready', `Only ready issues can be claimed; this one is '${task.status}'`);
   if (task.openDependencyCount > 0) {
     return conflict(
       'dependencies-open',
       `${task.openDependencyCount} dependenc${task.openDependencyCount === 1 ? 'y is' : 'ies are'} not done yet`,
     );
+  }
+  if (held) {
+    return held.agentId === agentId
+      ? conflict('active-claim', 'This agent already holds the active claim on this issue')
+      : conflict('active-claim', 'Another agent holds the active claim on this issue');
   }
   return undefined;
 }

@@ -80,10 +80,14 @@ describe('claim support: starting work', () => {
     await start(id);
     const again = await start(id);
     expect(again.target?.claim?.fencingToken).toBe(1);
-    expect((await failure(start(id, 'clm_b', 'agent-b'))).details.reason).toBe('active-claim');
+    // In progress under another claim: not ready (DECISIONS §7 order).
+    expect((await failure(start(id, 'clm_b', 'agent-b'))).details.reason).toBe('not-ready');
     const other = await newTask();
     const late = await failure(call('startClaimedWork', { issueId: other, claimId: 'clm_c', agentId: 'agent-a', expiresAt: iso(60_000), startBy: iso(-1), actor }));
     expect(late.details.reason).toBe('stale-claim');
+    // A claim whose lease passed before its work started never starts it.
+    const lapsed = await failure(call('startClaimedWork', { issueId: other, claimId: 'clm_g', agentId: 'agent-a', expiresAt: iso(0), startBy: iso(5_000), actor }));
+    expect(lapsed.details.reason).toBe('stale-claim');
     const blocked = await newTask({ dependencies: [other] });
     expect((await failure(start(blocked, 'clm_d'))).details.reason).toBe('dependencies-open');
     const backlog = await newTask({ status: 'backlog' });
@@ -131,14 +135,30 @@ describe('claim support: starting work', () => {
 });
 
 describe('claim support: renewing, ending, status posts', () => {
-  it('claim support: renewal moves the mirrored expiry forward only while the claim is active and unexpired', async () => {
+  it('claim support: renewal moves the mirrored expiry only while the claim is active and unexpired', async () => {
     const id = await newTask();
     await start(id);
-    await call('renewClaimedWork', { issueId: id, claimId: 'clm_a', expiresAt: iso(120_000) });
+    await call('renewClaimedWork', { issueId: id, claimId: 'clm_a', expiresAt: iso(120_000), renewal: 1 });
     expect((await h.planning.tasks.get(id))?.claim?.expiresAt).toBe(iso(120_000));
-    expect((await failure(call('renewClaimedWork', { issueId: id, claimId: 'clm_other', expiresAt: iso(1) }))).details.reason).toBe('stale-claim');
+    expect((await failure(call('renewClaimedWork', { issueId: id, claimId: 'clm_other', expiresAt: iso(1), renewal: 2 }))).details.reason).toBe('stale-claim');
+    expect((await failure(call('renewClaimedWork', { issueId: id, claimId: 'clm_a', expiresAt: iso(1) }))).details.field).toBe('renewal');
     h.now = new Date(h.now.getTime() + 120_000);
-    expect((await failure(call('renewClaimedWork', { issueId: id, claimId: 'clm_a', expiresAt: iso(60_000) }))).details.reason).toBe('stale-claim');
+    expect((await failure(call('renewClaimedWork', { issueId: id, claimId: 'clm_a', expiresAt: iso(60_000), renewal: 2 }))).details.reason).toBe('stale-claim');
+  });
+
+  it('claim support: the mirror takes the newest renewal’s expiry, also an earlier one (a lowered lease); a late, older renewal changes nothing', async () => {
+    const id = await newTask();
+    await start(id, 'clm_a', 'agent-a', 600_000);
+    // The lease was lowered: renewal 2 ends earlier than the start's expiry, and the mirror follows it.
+    await call('renewClaimedWork', { issueId: id, claimId: 'clm_a', expiresAt: iso(60_000), renewal: 2 });
+    expect((await h.planning.tasks.get(id))?.claim).toMatchObject({ expiresAt: iso(60_000), renewal: 2 });
+    // Renewal 1 (the old, longer lease) arrives late: still answered, but the mirror keeps renewal 2.
+    const late = await call('renewClaimedWork', { issueId: id, claimId: 'clm_a', expiresAt: iso(600_000), renewal: 1 });
+    expect(late.target?.claim?.expiresAt).toBe(iso(60_000));
+    const post = await call('postClaimStatus', { issueId: id, claimId: 'clm_a', message: 'late post', expiresAt: iso(600_000), actor, renewal: 1 });
+    expect(post.target?.claim?.expiresAt).toBe(iso(60_000));
+    await call('postClaimStatus', { issueId: id, claimId: 'clm_a', message: 'newer post', expiresAt: iso(30_000), actor, renewal: 3 });
+    expect((await h.planning.tasks.get(id))?.claim).toMatchObject({ expiresAt: iso(30_000), renewal: 3 });
   });
 
   it('claim support: ending returns the task to ready once, recording activity and the claim end; other claims and moved tasks are left alone', async () => {
@@ -160,13 +180,13 @@ describe('claim support: renewing, ending, status posts', () => {
   it('claim support: a status post is a comment by the holder and renews the mirror, in one change; refused once the claim is gone', async () => {
     const id = await newTask();
     await start(id);
-    const res = await call('postClaimStatus', { issueId: id, claimId: 'clm_a', message: 'Halfway there', expiresAt: iso(90_000), actor });
+    const res = await call('postClaimStatus', { issueId: id, claimId: 'clm_a', message: 'Halfway there', expiresAt: iso(90_000), actor, renewal: 1 });
     expect(res.comment).toMatchObject({ issueId: id, body: 'Halfway there', authorId: actor.id, authorType: 'api-key' });
     expect((await h.planning.tasks.get(id))?.claim?.expiresAt).toBe(iso(90_000));
     const [event] = await h.events('comment.added');
     expect(event?.data).toEqual({ subject: { type: 'comment', id: res.comment?.id }, issueId: id, statusPost: true });
     await call('endClaimedWork', { issueId: id, claimId: 'clm_a', outcome: 'released', actor });
-    expect((await failure(call('postClaimStatus', { issueId: id, claimId: 'clm_a', message: 'late', expiresAt: iso(90_000), actor }))).details.reason).toBe('stale-claim');
+    expect((await failure(call('postClaimStatus', { issueId: id, claimId: 'clm_a', message: 'late', expiresAt: iso(90_000), actor, renewal: 2 }))).details.reason).toBe('stale-claim');
     expect((await h.records.listComments({ issueId: id }, owner)).comments).toHaveLength(1);
     expect((await failure(call('postClaimStatus', { issueId: id, claimId: 'clm_a', message: '', expiresAt: iso(1), actor }))).details.field).toBe('message');
   });
@@ -176,7 +196,7 @@ describe('claim support: renewing, ending, status posts', () => {
     await start(ids[0]!, 'clm_0', 'agent-a', 1_000);
     await start(ids[1]!, 'clm_1', 'agent-b', 1_000);
     await start(ids[2]!, 'clm_2', 'agent-a', 60_000);
-    await call('renewClaimedWork', { issueId: ids[1]!, claimId: 'clm_1', expiresAt: iso(60_000) });
+    await call('renewClaimedWork', { issueId: ids[1]!, claimId: 'clm_1', expiresAt: iso(60_000), renewal: 1 });
     h.now = new Date(h.now.getTime() + 2_000);
     const [a, b] = await Promise.all([call('releaseExpiredClaims', { limit: 10 }), call('releaseExpiredClaims', { limit: 10 })]);
     const released = [...a.released, ...b.released];
@@ -274,7 +294,12 @@ describe('claim support: the ready queue', () => {
     await start(held);
     const page1 = await call('listReadyTasks', { workspaceId: ws, agentId: 'agent-a', limit: 3 }, token('agent-a'));
     expect(page1.tasks.map((t) => [t.task?.id, t.rank])).toEqual([[urgentSoon, 1], [urgentLate, 2], [mine, 3]]);
-    expect([page1.total, page1.blocked]).toEqual([6, 1]);
+    expect([page1.total, page1.blocked, page1.starting]).toEqual([6, 1, 0]);
+    // Tasks under a starting claim count only if they are in this agent's queue and not blocked.
+    const others = await newTask({ priority: 'low', assignedAgentId: 'agent-b' });
+    const counted = await call('listReadyTasks', { workspaceId: ws, agentId: 'agent-a', limit: 3, startingIssueIds: [low, blocked, others, held] }, token('agent-a'));
+    expect(counted.starting).toBe(1);
+    expect((await failure(call('listReadyTasks', { workspaceId: ws, agentId: 'agent-a', startingIssueIds: ['bad id'] }, token('agent-a')))).details.field).toBe('startingIssueIds');
     expect(page1.held?.id).toBe(held);
     expect(page1.heldClaim?.claimId).toBe('clm_a');
     const page2 = await call('listReadyTasks', { workspaceId: ws, agentId: 'agent-a', limit: 3, cursor: page1.nextCursor }, token('agent-a'));

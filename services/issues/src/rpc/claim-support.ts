@@ -54,6 +54,15 @@ function actorOf(actor: ActorMessage | undefined): Actor {
   return { type: actor.type, id: actor.id };
 }
 
+/** Starting claims a ready-queue call may name (they last moments; more is a bug). */
+const MAX_STARTING = 1_000;
+
+/** A claim's renewal count (1 for its first renewal). */
+function validateRenewal(value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw invalidInput('renewal', "'renewal' must be a positive integer");
+  return value;
+}
+
 const ACCESS_FOR_CLAIMS = { action: 'read', scope: 'agents:execute' } as const;
 const READ_QUEUE = { action: 'read', scope: 'agents:read' } as const;
 
@@ -96,7 +105,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
         expiresAt: validateTimestamp(request.expiresAt, 'expiresAt'),
         startBy: validateTimestamp(request.startBy, 'startBy'),
         actor: actorOf(request.actor),
-        now: deps.clock(),
+        clock: deps.clock,
       });
       return { target: toClaimTarget(task) };
     },
@@ -107,6 +116,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
         validateId(request.issueId, 'issueId'),
         validateId(request.claimId, 'claimId'),
         validateTimestamp(request.expiresAt, 'expiresAt'),
+        validateRenewal(request.renewal),
         deps.clock(),
       );
       return { target: toClaimTarget(task) };
@@ -132,6 +142,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
         validateId(request.claimId, 'claimId'),
         body,
         validateTimestamp(request.expiresAt, 'expiresAt'),
+        validateRenewal(request.renewal),
         actorOf(request.actor),
         deps.clock(),
       );
@@ -171,11 +182,14 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
       }
       const limit = pageLimit(request.limit);
       const after = decodeQueueCursor(request.cursor);
-      const [page, held] = await Promise.all([repo.listReady(workspaceId, agentId, limit, after), repo.heldBy(workspaceId, agentId)]);
+      if (request.startingIssueIds.length > MAX_STARTING) throw invalidInput('startingIssueIds', `At most ${MAX_STARTING} starting issue ids`);
+      const startingIds = request.startingIssueIds.map((id) => validateId(id, 'startingIssueIds'));
+      const [page, held] = await Promise.all([repo.listReady(workspaceId, agentId, limit, after, startingIds), repo.heldBy(workspaceId, agentId)]);
       return {
         tasks: page.tasks.map((t) => ({ task: toTaskMessage(t.task), rank: t.rank })),
         total: page.total,
         blocked: page.blocked,
+        starting: page.starting,
         nextCursor: page.next ? encodeQueueCursor(page.next.after, page.next.rank) : undefined,
         held: held ? toTaskMessage(held) : undefined,
         heldClaim: mirrorMessage(held?.claim),

@@ -24,13 +24,16 @@ export interface StartInput {
   /** No start after this instant (RFC 3339). */
   startBy: string;
   actor: Actor;
-  now: Date;
+  /** Read inside every attempt of the transaction: a retried attempt must not start late. */
+  clock: () => Date;
 }
 
 export interface ReadyPage {
   tasks: { task: TaskRecord; rank: number }[];
   total: number;
   blocked: number;
+  /** Tasks of the queue without open dependencies among the given starting claims' tasks. */
+  starting: number;
   /** The queue key and rank of the page's last task, when there may be more. */
   next?: { after: string; rank: number };
 }
@@ -85,11 +88,15 @@ export class ClaimSupportRepository {
   /** ready -> in-progress under the claim, with the next fencing token. Idempotent for the same claim. */
   async start(input: StartInput): Promise<TaskRecord> {
     return this.outbox.transaction(async (session) => {
+      const now = input.clock();
       const current = await this.tasks.get(input.issueId, session);
       if (!current) throw new ServiceError('not-found', 'Issue not found');
       if (current.claim?.claimId === input.claimId) return current;
-      if (input.now.toISOString() > input.startBy) {
+      if (now.toISOString() > input.startBy) {
         throw conflict('stale-claim', 'The claim did not start in time; it is being ended. Claim the issue again');
+      }
+      if (input.expiresAt <= now.toISOString()) {
+        throw conflict('stale-claim', 'The claim expired before its work started; claim the issue again');
       }
       const refusal = startRefusal(
         {
@@ -99,7 +106,7 @@ export class ClaimSupportRepository {
           ...(current.claim ? { claim: current.claim } : {}),
         },
         input.agentId,
-        input.now,
+        now,
       );
       if (refusal) throw refusal;
       const { next, changes } = applyPatch(fieldsOf(current), { status: 'in-progress' }, 'claim', () => newId('chk'));
@@ -109,19 +116,27 @@ export class ClaimSupportRepository {
         fencingToken: (current.lastFencingToken ?? 0) + 1,
         expiresAt: input.expiresAt,
       };
-      const ctx = { actor: input.actor, now: input.now, moveActor: 'claim' as const };
+      const ctx = { actor: input.actor, now, moveActor: 'claim' as const };
       return (await this.tasks.write(current, next, changes, ctx, session, 'claimed', { start: claim })).task;
     });
   }
 
-  /** Moves the mirror's expiry forward, while the task is in progress under this unexpired claim. */
-  async renew(issueId: string, claimId: string, expiresAt: string, now: Date): Promise<TaskRecord> {
+  /**
+   * Sets the mirror's expiry to the claim's, from renewal number `renewal`, while the task is in
+   * progress under this unexpired claim. The expiry is the claim's (it may move back: a lowered
+   * lease), taken only from a renewal newer than the mirror's, so a late renewal changes nothing.
+   */
+  async renew(issueId: string, claimId: string, expiresAt: string, renewal: number, now: Date): Promise<TaskRecord> {
+    const underClaim = { _id: issueId, status: 'in-progress', 'claim.claimId': claimId, 'claim.expiresAt': { $gt: now.toISOString() } };
     const renewed = await this.tasks.tasks.findOneAndUpdate(
-      { _id: issueId, status: 'in-progress', 'claim.claimId': claimId, 'claim.expiresAt': { $gt: now.toISOString() } },
-      { $max: { 'claim.expiresAt': expiresAt } },
-      { projection: PROJECTION },
+      { ...underClaim, 'claim.renewal': { $not: { $gte: renewal } } },
+      { $set: { 'claim.expiresAt': expiresAt, 'claim.renewal': renewal } },
+      { projection: PROJECTION, returnDocument: 'after' },
     );
     if (renewed) return renewed;
+    // A newer renewal got there first: the claim is still on the task, nothing to do.
+    const current = await this.tasks.tasks.findOne(underClaim, { projection: PROJECTION });
+    if (current) return current;
     if (!(await this.tasks.get(issueId))) throw new ServiceError('not-found', 'Issue not found');
     throw conflict('stale-claim', 'The claim is no longer active on this issue (expired, released, completed or replaced)');
   }
@@ -158,6 +173,7 @@ export class ClaimSupportRepository {
     claimId: string,
     body: string,
     expiresAt: string,
+    renewal: number,
     actor: Actor,
     now: Date,
   ): Promise<{ comment: CommentRecord; task: TaskRecord }> {
@@ -179,7 +195,9 @@ export class ClaimSupportRepository {
       };
       await this.records.comments.insertOne(record, { session });
       await this.tasks.touch(current, 'status-posted', { actor, now }, session, {}, [{ field: 'comments', to: record._id }]);
-      await this.tasks.tasks.updateOne({ _id: issueId }, { $max: { 'claim.expiresAt': expiresAt } }, { session });
+      if ((claim.renewal ?? 0) < renewal) {
+        await this.tasks.tasks.updateOne({ _id: issueId }, { $set: { 'claim.expiresAt': expiresAt, 'claim.renewal': renewal } }, { session });
+      }
       await this.outbox.add(
         {
           type: 'comment.added',
@@ -226,17 +244,26 @@ export class ClaimSupportRepository {
    * One page of a workspace's ready queue for an agent: ready tasks assigned to it or to nobody,
    * in queue order, after the queue key `after`; with the counts over every page.
    */
-  async listReady(workspaceId: string, agentId: string, limit: number, after?: { key: string; rank: number }): Promise<ReadyPage> {
+  async listReady(
+    workspaceId: string,
+    agentId: string,
+    limit: number,
+    after?: { key: string; rank: number },
+    startingIds: readonly string[] = [],
+  ): Promise<ReadyPage> {
     const filter: Filter = {
       workspaceId,
       status: 'ready',
       $or: [{ 'agent.assignedAgentId': agentId }, { 'agent.assignedAgentId': { $exists: false } }],
     };
     const pageFilter: Filter = after ? { ...filter, queueKey: { $gt: after.key } } : filter;
-    const [rows, total, blocked] = await Promise.all([
+    const [rows, total, blocked, starting] = await Promise.all([
       this.tasks.tasks.find(pageFilter, { sort: { queueKey: 1 }, limit: limit + 1, projection: PROJECTION }),
       this.tasks.tasks.countDocuments(filter),
       this.tasks.tasks.countDocuments({ ...filter, openDependencyCount: { $gt: 0 } }),
+      startingIds.length === 0
+        ? Promise.resolve(0)
+        : this.tasks.tasks.countDocuments({ ...filter, _id: { $in: [...startingIds] }, openDependencyCount: { $lte: 0 } }),
     ]);
     const base = after?.rank ?? 0;
     const page = rows.slice(0, limit).map((task, i) => ({ task, rank: base + i + 1 }));
@@ -245,6 +272,7 @@ export class ClaimSupportRepository {
       tasks: page,
       total,
       blocked,
+      starting,
       ...(rows.length > limit && last ? { next: { after: last.task.queueKey, rank: last.rank } } : {}),
     };
   }
