@@ -11,7 +11,7 @@ import {
   type PrincipalSigner,
 } from './principal.js';
 import { TRACER_NAME, metadataSetter } from './trace-metadata.js';
-import type { RpcCallOptions, RpcClient } from './types.js';
+import { MAX_MESSAGE_BYTES, type RpcCallOptions, type RpcClient } from './types.js';
 
 export interface RpcClientOptions {
   /** `host:port` of the server. */
@@ -49,6 +49,9 @@ function acquireChannel(address: string): PooledChannel {
       'grpc.max_reconnect_backoff_ms': 2_000,
       'grpc.keepalive_time_ms': 30_000,
       'grpc.keepalive_timeout_ms': 10_000,
+      // Import previews carry payloads up to 10 MB (DECISIONS §8).
+      'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     });
     // Never close this Client: with channelOverride its close() would close the shared channel.
     const client = new grpc.Client(target, grpc.credentials.createInsecure(), { channelOverride: channel });

@@ -8,7 +8,7 @@ import { grpcCodeName, serviceErrorToStatus } from './errors.js';
 import { PRINCIPAL_HEADER, PRINCIPAL_SIGNATURE_HEADER, type PrincipalVerifier } from './principal.js';
 import { addReflection } from './reflection.js';
 import { TRACER_NAME, metadataGetter } from './trace-metadata.js';
-import type { CallContext, ServiceImplementation } from './types.js';
+import { MAX_MESSAGE_BYTES, type CallContext, type ServiceImplementation } from './types.js';
 
 export interface RpcServerOptions {
   host: string;
@@ -55,6 +55,9 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
   const server = new grpc.Server({
     'grpc.max_connection_age_ms': 5 * 60_000,
     'grpc.max_connection_age_grace_ms': 30_000,
+    // Import previews carry payloads up to 10 MB (DECISIONS §8).
+    'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+    'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
   });
   const services: DescService[] = [];
   let state: State = 'new';

@@ -58,3 +58,6 @@ export type RpcClient<S extends DescService> = {
 export function callOptionsFrom(ctx: CallContext, overrides: RpcCallOptions = {}): RpcCallOptions {
   return { principal: ctx.principal, deadline: ctx.deadline, signal: ctx.signal, ...overrides };
 }
+
+/** The largest gRPC message either side sends or accepts (import previews carry up to 10 MB of payload). */
+export const MAX_MESSAGE_BYTES = 16 * 1_048_576;

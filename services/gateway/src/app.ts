@@ -10,6 +10,8 @@ import { agentRoutes } from './routes/agents.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { authRoutes } from './routes/auth.js';
 import { billingRoutes } from './routes/billing.js';
+import { exportRoutes } from './routes/exports.js';
+import { importRoutes } from './routes/imports.js';
 import { mcpRoutes } from './mcp/route.js';
 import { guidanceRoutes } from './routes/guidance.js';
 import { initiativeRoutes } from './routes/initiatives.js';
@@ -42,6 +44,8 @@ export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Pr
   await milestoneRoutes(app, deps);
   await programRoutes(app, deps);
   await initiativeRoutes(app, deps);
+  await exportRoutes(app, deps);
+  await importRoutes(app, deps);
   await issueRoutes(app, deps);
   await issueRecordRoutes(app, deps);
   await taskContractRoutes(app, deps);

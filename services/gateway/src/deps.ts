@@ -3,7 +3,9 @@ import type { UsageMeter } from '@planning/metering';
 import type { Outbox } from '@planning/outbox';
 import type { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
 import type { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
+import type { ExportService } from '@planning/proto/planning/exports/v1/exports_pb';
 import type { AgentService } from '@planning/proto/planning/issues/v1/agents_pb';
+import type { ImportService } from '@planning/proto/planning/imports/v1/imports_pb';
 import type { GuidanceService } from '@planning/proto/planning/issues/v1/guidance_pb';
 import type { ProgramService } from '@planning/proto/planning/issues/v1/programs_pb';
 import type { ProjectService } from '@planning/proto/planning/issues/v1/projects_pb';
@@ -57,6 +59,10 @@ export interface GatewayDeps {
     guidance: RpcClient<typeof GuidanceService>;
     /** The agents-claims service: ready work, claims, leases, status posts, release, lease policy. */
     claims: RpcClient<typeof ClaimService>;
+    /** The imports-exports service: issue exports and their history. */
+    exports: RpcClient<typeof ExportService>;
+    /** The imports-exports service: JSON issue imports (previews and commits). */
+    imports: RpcClient<typeof ImportService>;
     /** Each service answers for its own quota kinds. */
     usage: {
       issues: RpcClient<typeof UsageService>;

@@ -2,7 +2,9 @@ import { createUsageMeter } from '@planning/metering';
 import { createOutbox } from '@planning/outbox';
 import { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
 import { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
+import { ExportService } from '@planning/proto/planning/exports/v1/exports_pb';
 import { AgentService } from '@planning/proto/planning/issues/v1/agents_pb';
+import { ImportService } from '@planning/proto/planning/imports/v1/imports_pb';
 import { GuidanceService } from '@planning/proto/planning/issues/v1/guidance_pb';
 import { ProgramService } from '@planning/proto/planning/issues/v1/programs_pb';
 import { ProjectService } from '@planning/proto/planning/issues/v1/projects_pb';
@@ -141,6 +143,8 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
         taskRecords: clients.client('issues', TaskRecordService),
         guidance: clients.client('issues', GuidanceService),
         claims: clients.client('agents-claims', ClaimService),
+        exports: clients.client('imports-exports', ExportService),
+        imports: clients.client('imports-exports', ImportService),
         usage: {
           issues: clients.client('issues', UsageService),
           agentsClaims: clients.client('agents-claims', UsageService),

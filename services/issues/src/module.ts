@@ -14,12 +14,14 @@ import { registerUsageProvider } from '@planning/metering';
 import { AgentService, createAgentService } from './rpc/agent-service.js';
 import { ClaimSupportService, createClaimSupportService } from './rpc/claim-support.js';
 import { createGuidanceService, GuidanceService } from './rpc/guidance-service.js';
+import { createImportSupportService, ImportSupportService } from './rpc/import-support.js';
 import { createPlanningAccess } from './rpc/planning-access.js';
 import { createIssuesUsageProvider } from './rpc/usage-provider.js';
 import { createLocalAccess, createWorkspaceService, WorkspaceService } from './rpc/workspace-service.js';
 import { AgentRepository } from './store/agents.js';
 import { ClaimSupportRepository } from './store/claim-support.js';
 import { GuidanceRepository } from './store/guidance.js';
+import { ImportSupportRepository } from './store/import-support.js';
 import { storedTaskCounter } from './store/usage.js';
 import { WorkspaceRepository } from './store/workspaces.js';
 
@@ -61,6 +63,11 @@ export const issuesModule: ModuleDefinition<IssuesSettings> = {
         access: createPlanningAccess(access, workspaces),
         clock,
       }),
+    );
+    // What the imports-exports service asks of tasks (checking import rows, writing commit chunks).
+    rpc.addService(
+      ImportSupportService,
+      createImportSupportService({ repo: await ImportSupportRepository.open(store, outbox, planning.tasks, planning.planning), clock }),
     );
     const guidance = await GuidanceRepository.open(store, outbox);
     rpc.addService(

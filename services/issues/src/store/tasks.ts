@@ -135,62 +135,88 @@ export class TaskRepository {
   // ---- create --------------------------------------------------------------------------------
 
   async create(workspaceId: string, input: ValidNewTask, ctx: CreateContext): Promise<TaskRecord> {
-    return this.outbox.transaction(async (session) => {
-      if (ctx.storedTaskLimit !== null) {
-        // Count-then-insert alone lets concurrent creates all see room under the cap (snapshot
-        // reads, inserts of different documents never conflict). Writing the workspace's guard
-        // document first makes them conflict: one commits, the others retry and count again.
-        await this.createGuards.updateOne({ _id: workspaceId }, { $inc: { creates: 1 } }, { upsert: true, session });
-        const used = await this.countInWorkspace(workspaceId, session);
-        if (used >= ctx.storedTaskLimit) {
-          throw new ServiceError('quota-exceeded', `The workspace's plan stores at most ${ctx.storedTaskLimit} tasks`, {
-            quota: { kind: 'stored-tasks', limit: ctx.storedTaskLimit, used, resetsAt: ctx.quotaResetsAt },
-          });
-        }
-      }
-      const id = newId('iss');
-      const fields: TaskFields = {
+    return this.outbox.transaction((session) => this.createInSession(workspaceId, input, ctx, session));
+  }
+
+  /**
+   * Refuses (403 `quota-exceeded`) when `count` more tasks would pass the plan's stored-task
+   * quota, inside the caller's transaction (imports check a whole chunk at once).
+   */
+  async assertRoomFor(
+    workspaceId: string,
+    count: number,
+    ctx: Pick<CreateContext, 'storedTaskLimit' | 'quotaResetsAt'>,
+    session: StoreSession,
+  ): Promise<void> {
+    if (ctx.storedTaskLimit === null || count <= 0) return;
+    // Count-then-insert alone lets concurrent creates all see room under the cap (snapshot
+    // reads, inserts of different documents never conflict). Writing the workspace's guard
+    // document first makes them conflict: one commits, the others retry and count again.
+    await this.createGuards.updateOne({ _id: workspaceId }, { $inc: { creates: count } }, { upsert: true, session });
+    const used = await this.countInWorkspace(workspaceId, session);
+    if (used + count > ctx.storedTaskLimit) {
+      throw new ServiceError('quota-exceeded', `The workspace's plan stores at most ${ctx.storedTaskLimit} tasks`, {
+        quota: { kind: 'stored-tasks', limit: ctx.storedTaskLimit, used, resetsAt: ctx.quotaResetsAt },
+      });
+    }
+  }
+
+  /**
+   * `create` inside the caller's transaction (imports write a chunk of rows in one), with the id
+   * the caller chose (imports derive it from the row, so a replayed write cannot add a second
+   * task) and extra stored fields (`externalId`).
+   */
+  async createInSession(
+    workspaceId: string,
+    input: ValidNewTask,
+    ctx: CreateContext,
+    session: StoreSession,
+    options: { id?: string; extra?: Record<string, unknown> } = {},
+  ): Promise<TaskRecord> {
+    await this.assertRoomFor(workspaceId, 1, ctx, session);
+    const id = options.id ?? newId('iss');
+    const fields: TaskFields = {
+      workspaceId,
+      projectId: input.projectId,
+      title: input.title,
+      description: input.description,
+      status: input.status,
+      priority: input.priority,
+      labels: input.labels,
+      dependencies: input.dependencies,
+      acceptanceChecks: newChecks(input.acceptanceChecks, () => newId('chk')),
+      agent: {
+        ...(input.assignedAgentId !== undefined ? { assignedAgentId: input.assignedAgentId } : {}),
+        instructions: input.instructions,
+      },
+    };
+    for (const key of OPTIONAL_FIELDS) if (input[key] !== undefined) (fields as unknown as Record<string, unknown>)[key] = input[key];
+    await this.checkReferences(id, fields, undefined, ctx, session);
+    const deps = await this.getMany(fields.dependencies, session);
+    const at = ctx.now.toISOString();
+    const record = this.compose(id, fields, {
+      openDependencyCount: deps.filter((d) => d.status !== 'done').length,
+      dependentCount: 0,
+      timeLoggedMinutes: 0,
+      evidenceCount: 0,
+      createdAt: at,
+      createdBy: ctx.actor.id,
+    }, 1, at);
+    if (options.extra) Object.assign(record, options.extra);
+    await this.tasks.insertOne(record, { session });
+    for (const dep of fields.dependencies) await this.tasks.updateOne({ _id: dep }, { $inc: { dependentCount: 1 } }, { session });
+    await this.addActivity(record, 'created', [], ctx, session);
+    await this.outbox.add(
+      {
+        type: 'task.created',
         workspaceId,
-        projectId: input.projectId,
-        title: input.title,
-        description: input.description,
-        status: input.status,
-        priority: input.priority,
-        labels: input.labels,
-        dependencies: input.dependencies,
-        acceptanceChecks: newChecks(input.acceptanceChecks, () => newId('chk')),
-        agent: {
-          ...(input.assignedAgentId !== undefined ? { assignedAgentId: input.assignedAgentId } : {}),
-          instructions: input.instructions,
-        },
-      };
-      for (const key of OPTIONAL_FIELDS) if (input[key] !== undefined) (fields as unknown as Record<string, unknown>)[key] = input[key];
-      await this.checkReferences(id, fields, undefined, ctx, session);
-      const deps = await this.getMany(fields.dependencies, session);
-      const at = ctx.now.toISOString();
-      const record = this.compose(id, fields, {
-        openDependencyCount: deps.filter((d) => d.status !== 'done').length,
-        dependentCount: 0,
-        timeLoggedMinutes: 0,
-        evidenceCount: 0,
-        createdAt: at,
-        createdBy: ctx.actor.id,
-      }, 1, at);
-      await this.tasks.insertOne(record, { session });
-      for (const dep of fields.dependencies) await this.tasks.updateOne({ _id: dep }, { $inc: { dependentCount: 1 } }, { session });
-      await this.addActivity(record, 'created', [], ctx, session);
-      await this.outbox.add(
-        {
-          type: 'task.created',
-          workspaceId,
-          actor: ctx.actor,
-          data: { subject: { type: 'task', id }, issueId: id, projectId: fields.projectId, status: fields.status },
-        },
-        { session },
-      );
-      const { searchText: _omit, ...shown } = record;
-      return shown as TaskRecord;
-    });
+        actor: ctx.actor,
+        data: { subject: { type: 'task', id }, issueId: id, projectId: fields.projectId, status: fields.status },
+      },
+      { session },
+    );
+    const { searchText: _omit, ...shown } = record;
+    return shown as TaskRecord;
   }
 
   // ---- update --------------------------------------------------------------------------------

@@ -1,0 +1,259 @@
+/**
+ * JSON issue imports (API document endpoints 17–18, DECISIONS §8; docs/imports.md): the import
+ * schema, previews and commits. Every rule lives in the imports-exports service; these routes
+ * translate HTTP to gRPC and back. Imports are an admin action: a session of a workspace admin or
+ * owner (or a system admin), or a token with the `admin` scope for its own workspace.
+ */
+import { invalidInput, ServiceError } from '@planning/errors';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { GatewayDeps } from '../deps.js';
+import { ERROR_BODY_ID, ok } from '../openapi.js';
+
+/** Previews of 10,000 rows and commits writing them take longer than an ordinary call's deadline. */
+const PREVIEW_DEADLINE_MS = 120_000;
+const COMMIT_DEADLINE_MS = 600_000;
+
+/** DECISIONS §8: a preview body is at most 10 MB. */
+const PREVIEW_BODY_LIMIT = 10 * 1_048_576;
+
+const str = { type: 'string' } as const;
+const int = { type: 'integer' } as const;
+const nullableStr = { type: ['string', 'null'] } as const;
+
+const rowErrorSchema = {
+  type: 'object',
+  required: ['row', 'field', 'code'],
+  properties: { row: { ...int, description: '1-based position of the row in the payload.' }, field: str, code: str },
+} as const;
+
+const checkpointSchema = {
+  type: 'object',
+  required: ['chunk', 'rows', 'status', 'created', 'updated', 'skipped'],
+  properties: { chunk: int, rows: int, status: { type: 'string', enum: ['pending', 'done'] }, created: int, updated: int, skipped: int },
+} as const;
+
+const limitOrNull = { type: ['integer', 'null'], description: 'null: unlimited.' } as const;
+
+export const importPreviewSchema = {
+  type: 'object',
+  required: ['id', 'idempotencyKey', 'status', 'workspaceId', 'createdAt', 'expiresAt', 'source', 'summary', 'progress', 'recovery', 'quotaImpact', 'artifact', 'errors', 'conflicts', 'commitId'],
+  properties: {
+    id: str,
+    idempotencyKey: str,
+    status: { type: 'string', enum: ['ready', 'blocked', 'committed', 'expired'] },
+    workspaceId: str,
+    createdAt: { type: 'string', format: 'date-time' },
+    expiresAt: { type: 'string', format: 'date-time', description: 'After this instant the preview can no longer be committed.' },
+    source: {
+      type: 'object',
+      required: ['format', 'schema'],
+      properties: {
+        format: str,
+        schema: {
+          type: 'object',
+          required: ['schemaVersion', 'status'],
+          properties: {
+            schemaVersion: { ...nullableStr, description: 'As the payload names it (null for a bare array).' },
+            status: { type: 'string', enum: ['current', 'compatible', 'legacy', 'unsupported'] },
+          },
+        },
+      },
+    },
+    summary: {
+      type: 'object',
+      required: ['totalRows', 'creates', 'updates', 'conflicts', 'errors', 'quotaExceeded'],
+      properties: { totalRows: int, creates: int, updates: int, conflicts: int, errors: int, quotaExceeded: { type: 'boolean' } },
+    },
+    progress: {
+      type: 'object',
+      required: ['status', 'activeStep', 'percentComplete', 'processedRows', 'blockedRows', 'completedRows', 'checkpoints'],
+      properties: {
+        status: { type: 'string', enum: ['ready', 'blocked', 'committing', 'committed', 'expired'] },
+        activeStep: { type: 'string', enum: ['validate', 'commit', 'write', 'done', 'expired'] },
+        percentComplete: int,
+        processedRows: int,
+        blockedRows: { ...int, description: 'Rows with errors or conflicts: they are not written.' },
+        completedRows: int,
+        checkpoints: { type: 'array', items: checkpointSchema },
+      },
+    },
+    recovery: {
+      type: 'object',
+      required: ['recoverable', 'idempotencyKey'],
+      properties: {
+        recoverable: { type: 'boolean', description: 'An interrupted commit is finished by retrying it; no row is written twice.' },
+        idempotencyKey: str,
+      },
+    },
+    quotaImpact: {
+      type: 'object',
+      required: ['imports', 'storedTasks'],
+      properties: {
+        imports: {
+          type: 'object',
+          required: ['limit', 'used', 'required', 'exceeded'],
+          properties: { limit: limitOrNull, used: int, required: int, exceeded: { type: 'boolean' } },
+        },
+        storedTasks: {
+          type: 'object',
+          required: ['limit', 'used', 'creates', 'exceeded'],
+          properties: { limit: limitOrNull, used: int, creates: int, exceeded: { type: 'boolean' } },
+        },
+      },
+    },
+    artifact: {
+      type: 'object',
+      required: ['sha256', 'bytes', 'rows'],
+      properties: { sha256: str, bytes: int, rows: int },
+    },
+    errors: { type: 'array', items: rowErrorSchema, description: 'Validation failures: row, field and code, never row content.' },
+    conflicts: { type: 'array', items: rowErrorSchema, description: 'duplicate-id, duplicate-external-id, active-claim, changed-since-source.' },
+    commitId: nullableStr,
+  },
+} as const;
+
+export const importCommitSchema = {
+  type: 'object',
+  required: ['id', 'previewId', 'status', 'summary', 'errors', 'committedAt'],
+  properties: {
+    id: str,
+    previewId: str,
+    status: { type: 'string', enum: ['committed'] },
+    summary: {
+      type: 'object',
+      required: ['created', 'updated', 'skipped', 'totalOperations'],
+      properties: { created: int, updated: int, skipped: int, totalOperations: { ...int, description: 'Tasks written: created + updated.' } },
+    },
+    errors: { type: 'array', items: rowErrorSchema, description: 'Why each skipped row was not written.' },
+    committedAt: nullableStr,
+  },
+} as const;
+
+const conflictResponse = {
+  description: 'work-already-claimed (reason `idempotency-in-flight`): a request with this key, or a commit of this preview, is still running; retry',
+  $ref: `${ERROR_BODY_ID}#`,
+} as const;
+const tooLargeResponse = { description: 'payload-too-large: more than 10,000 rows or a body over 10 MB', $ref: `${ERROR_BODY_ID}#` } as const;
+
+const ADMIN = { access: { auth: 'session-or-token', scope: 'admin' } } as const;
+
+function idempotencyKeyOf(request: FastifyRequest): string {
+  const raw = request.headers['idempotency-key'];
+  if (Array.isArray(raw)) throw invalidInput('idempotency-key', "Send the 'idempotency-key' header once");
+  if (raw === undefined || raw === '') throw invalidInput('idempotency-key', "The 'idempotency-key' header is required");
+  return raw;
+}
+
+function parsed(json: string): Record<string, unknown> {
+  try {
+    return JSON.parse(json) as Record<string, unknown>;
+  } catch {
+    throw new ServiceError('internal', 'Internal error');
+  }
+}
+
+interface PreviewBody {
+  plan: string;
+  format: string;
+  payload: unknown;
+  workspaceId?: string;
+}
+
+export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
+  const imports = deps.rpc.imports;
+  const keyHeader = {
+    type: 'object',
+    properties: { 'idempotency-key': { type: 'string', minLength: 1, maxLength: 255 } },
+  } as const;
+
+  app.get(
+    '/api/imports/schema',
+    {
+      schema: {
+        summary: 'The import schema',
+        description: 'The current `schemaId` (`service.issue-import`), `schemaVersion` (`YYYY-MM-DD.issue-import.v1`) and the JSON Schema of one row.',
+        response: {
+          200: ok({
+            type: 'object',
+            required: ['schemaId', 'schemaVersion', 'rowSchema'],
+            properties: { schemaId: str, schemaVersion: str, rowSchema: { type: 'object', additionalProperties: true } },
+          }),
+        },
+      },
+      config: ADMIN,
+    },
+    async (request) => {
+      const res = await imports.getImportSchema({}, { principal: request.principal });
+      return { data: { schemaId: res.schemaId, schemaVersion: res.schemaVersion, rowSchema: parsed(res.rowSchemaJson) } };
+    },
+  );
+
+  app.post<{ Body: PreviewBody }>(
+    '/api/imports/preview',
+    {
+      bodyLimit: PREVIEW_BODY_LIMIT,
+      schema: {
+        summary: 'Preview a JSON issue import (dry run)',
+        description:
+          'Validates the payload and stores a preview for 24 h; no task changes. Header `idempotency-key` is required: the same key and body answer the stored preview, the same key with another body is a 400. Accepts the current envelope `{ schemaId: "service.issue-import", schemaVersion, issues }`, an export envelope (`compatible`) and a bare array of rows (`legacy`); a later schema version is `unsupported` and blocks the preview before any row is read. At most 10,000 rows and 10 MB (413 `payload-too-large`).',
+        headers: keyHeader,
+        body: {
+          type: 'object',
+          required: ['plan', 'format', 'payload'],
+          additionalProperties: false,
+          properties: {
+            plan: { type: 'string', minLength: 1, maxLength: 32, description: "The workspace's plan id." },
+            format: { type: 'string', enum: ['json'] },
+            payload: { type: ['object', 'array'], description: 'An import envelope, an export envelope or a bare array of rows.' },
+            workspaceId: { type: 'string', minLength: 1, maxLength: 64, description: 'The target workspace; otherwise every row must name the same one.' },
+          },
+        },
+        response: { 200: ok(importPreviewSchema), 409: conflictResponse, 413: tooLargeResponse },
+      },
+      config: ADMIN,
+    },
+    async (request) => {
+      const key = idempotencyKeyOf(request);
+      const body = request.body;
+      const res = await imports.previewImport(
+        {
+          idempotencyKey: key,
+          plan: body.plan,
+          format: body.format,
+          payloadJson: JSON.stringify(body.payload),
+          ...(body.workspaceId !== undefined ? { workspaceId: body.workspaceId } : {}),
+        },
+        { principal: request.principal, deadlineMs: PREVIEW_DEADLINE_MS },
+      );
+      return { data: parsed(res.previewJson) };
+    },
+  );
+
+  app.post<{ Body: { previewId: string } }>(
+    '/api/imports/commit',
+    {
+      schema: {
+        summary: 'Commit an import preview',
+        description:
+          "Writes an unexpired, unblocked preview's valid rows in chunks with checkpoints. Header `idempotency-key` is required and must differ from the preview's. A preview is committed once: retries (any key) answer the committed operation; a commit interrupted by a crash is resumed by retrying it, and no row is written twice. Meters one `imports` use.",
+        headers: keyHeader,
+        body: {
+          type: 'object',
+          required: ['previewId'],
+          additionalProperties: false,
+          properties: { previewId: { type: 'string', minLength: 1, maxLength: 64 } },
+        },
+        response: { 200: ok(importCommitSchema), 409: conflictResponse },
+      },
+      config: ADMIN,
+    },
+    async (request) => {
+      const key = idempotencyKeyOf(request);
+      const res = await imports.commitImport(
+        { idempotencyKey: key, previewId: request.body.previewId },
+        { principal: request.principal, deadlineMs: COMMIT_DEADLINE_MS },
+      );
+      return { data: parsed(res.commitJson) };
+    },
+  );
+}

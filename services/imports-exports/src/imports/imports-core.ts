@@ -1,0 +1,476 @@
+/**
+ * JSON issue imports (API document endpoints 17–18, DECISIONS §8; design in docs/imports.md).
+ *
+ * A preview reads the payload, decides its schema status, has the issues service check every row
+ * (it owns tasks and their rules), and stores the planned rows here in chunks for 24 h; it changes
+ * no task. A commit takes the preview with one conditional update (which also meters the monthly
+ * `imports` quota, in the same transaction), then writes chunk after chunk through the issues
+ * service, recording a checkpoint after each. Each chunk is one issues transaction with a marker
+ * named by the commit and the chunk, so a chunk written twice (a resumed commit after a crash)
+ * writes nothing the second time: no row is ever written twice.
+ */
+import { authorizeWorkspace, type AccessLookup } from '@planning/access';
+import { conflict, invalidInput, ServiceError } from '@planning/errors';
+import { newId } from '@planning/ids';
+import { quotaExceeded, type UsageMeter } from '@planning/metering';
+import type { Outbox } from '@planning/outbox';
+import { PLANS, quotaResetsAt, type PlanId } from '@planning/plans';
+import type { ImportSupportService } from '@planning/proto/planning/issues/v1/import_support_pb';
+import { SYSTEM_PRINCIPAL, type CallContext, type Principal, type RpcClient } from '@planning/rpc';
+import { failpoint, FailpointError } from '@planning/runtime/failpoints';
+import {
+  artifactOf,
+  detectSchema,
+  IMPORT_SCHEMA_ID,
+  IMPORT_SCHEMA_VERSION,
+  ROW_SCHEMA,
+  normalizeRows,
+  requestFingerprint,
+  sha256Hex,
+  targetWorkspace,
+  MAX_IMPORT_ROWS,
+  type RowError,
+} from './schema.js';
+import type { Checkpoint, ImportRepository, PlannedRow, PreviewRecord, QuotaImpact } from './store.js';
+
+export type IssuesImportClient = RpcClient<typeof ImportSupportService>;
+
+export interface ImportsDeps {
+  repo: ImportRepository;
+  outbox: Outbox;
+  meter: UsageMeter;
+  access: AccessLookup;
+  issues: IssuesImportClient;
+  clock: () => Date;
+  previewTtlMs: number;
+  commitLeaseMs: number;
+  chunkRows: number;
+}
+
+/** Imports are an admin action (DECISIONS §1): role admin or owner, a system admin, or a token with `admin`. */
+const ADMIN = { action: 'manage', scope: 'admin' } as const;
+
+/** Rows per call when checking rows with the issues service. */
+const CHECK_BATCH = 500;
+
+/** How long a preview request owns its key while it runs. */
+const PREVIEW_LEASE_MS = 120_000;
+
+const KEY_MAX = 255;
+
+function validateKey(raw: string | undefined): string {
+  if (raw === undefined || raw === '') throw invalidInput('idempotency-key', "The 'idempotency-key' header is required");
+  if (raw.length > KEY_MAX || !/^[\x21-\x7e]+$/.test(raw)) {
+    throw invalidInput('idempotency-key', `'idempotency-key' must be 1 to ${KEY_MAX} printable ASCII characters`);
+  }
+  return raw;
+}
+
+function ownerOf(principal: Principal): string {
+  return `${principal.type}:${principal.id}`;
+}
+
+function actorOf(principal: Principal): { type: string; id: string } {
+  return { type: principal.type, id: principal.keyId ?? principal.id };
+}
+
+export interface PreviewInput {
+  idempotencyKey: string | undefined;
+  plan: string;
+  format: string;
+  payloadJson: string;
+  workspaceId?: string;
+}
+
+/** The Import preview resource (API document section 2) and what this service adds. */
+export function previewView(p: PreviewRecord, now: Date) {
+  const expired = p.status === 'ready' && !p.commit && p.expiresAt <= now;
+  const status = expired ? 'expired' : p.status;
+  const checkpoints = p.commit?.checkpoints ?? p.chunkSizes.map((rows, chunk) => ({ chunk, rows, status: 'pending', created: 0, updated: 0, skipped: 0 }));
+  const planned = p.chunkSizes.reduce((a, b) => a + b, 0);
+  const completedRows = checkpoints.filter((c) => c.status === 'done').reduce((n, c) => n + c.rows, 0);
+  const committing = p.commit?.state === 'committing';
+  const progressStatus = status === 'ready' && committing ? 'committing' : status;
+  return {
+    id: p._id,
+    idempotencyKey: p.idempotencyKey,
+    status,
+    workspaceId: p.workspaceId,
+    createdAt: p.createdAt.toISOString(),
+    expiresAt: p.expiresAt.toISOString(),
+    source: { format: 'json', schema: { schemaVersion: p.schema.schemaVersion, status: p.schema.status } },
+    summary: p.summary,
+    progress: {
+      status: progressStatus,
+      activeStep: status === 'blocked' ? 'validate' : status === 'committed' ? 'done' : committing ? 'write' : status === 'expired' ? 'expired' : 'commit',
+      percentComplete: status === 'committed' ? 100 : planned === 0 ? 0 : Math.floor((completedRows / planned) * 100),
+      processedRows: p.processedRows,
+      blockedRows: p.blockedRows,
+      completedRows,
+      checkpoints,
+    },
+    recovery: { recoverable: status !== 'blocked' && status !== 'expired', idempotencyKey: p.idempotencyKey },
+    quotaImpact: p.quotaImpact,
+    artifact: p.artifact,
+    errors: p.errors,
+    conflicts: p.conflicts,
+    commitId: p.commit?.id ?? null,
+  };
+}
+
+/** The Import commit resource (API document section 2). */
+export function commitView(p: PreviewRecord) {
+  const c = p.commit;
+  if (!c?.result) throw new ServiceError('internal', 'Internal error');
+  return {
+    id: c.id,
+    previewId: p._id,
+    status: 'committed' as const,
+    summary: c.result,
+    errors: [...p.errors, ...p.conflicts, ...c.errors].sort((a, b) => a.row - b.row),
+    committedAt: c.committedAt?.toISOString() ?? null,
+  };
+}
+
+export class ImportsCore {
+  constructor(private readonly deps: ImportsDeps) {}
+
+  // ---- preview -------------------------------------------------------------------------------
+
+  async preview(ctx: CallContext, input: PreviewInput): Promise<ReturnType<typeof previewView>> {
+    const key = validateKey(input.idempotencyKey);
+    if (input.format !== 'json') throw invalidInput('format', "'format' must be json");
+    if (typeof input.plan !== 'string' || input.plan === '') throw invalidInput('plan', "'plan' is required");
+    let payload: unknown;
+    try {
+      payload = JSON.parse(input.payloadJson);
+    } catch {
+      throw invalidInput('payload', "'payload' is not JSON");
+    }
+    const hash = requestFingerprint({ plan: input.plan, format: input.format, payload, ...(input.workspaceId ? { workspaceId: input.workspaceId } : {}) });
+    const { repo, clock } = this.deps;
+    const keyId = `${ownerOf(ctx.principal)}:${sha256Hex(key)}`;
+    const begun = await repo.beginKey(keyId, 'preview', hash, clock(), PREVIEW_LEASE_MS);
+    switch (begun.kind) {
+      case 'mismatch':
+        throw invalidInput('idempotency-key', 'This idempotency key was used with another request body; use a new key for a new request');
+      case 'in-flight':
+        throw conflict('idempotency-in-flight', 'A request with this idempotency key is still being processed; retry shortly');
+      case 'done': {
+        const stored = await repo.get(begun.previewId);
+        if (!stored) throw new ServiceError('not-found', 'Import preview not found (it expired)');
+        await authorizeWorkspace(this.deps.access, ctx, stored.workspaceId, ADMIN);
+        return previewView(stored, clock());
+      }
+      default:
+        break;
+    }
+    try {
+      const record = await this.buildPreview(ctx, input, payload, key, hash, keyId);
+      return previewView(record, clock());
+    } catch (err) {
+      if (!(err instanceof FailpointError)) await repo.abandonKey(keyId).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private async buildPreview(ctx: CallContext, input: PreviewInput, payload: unknown, key: string, hash: string, keyId: string): Promise<PreviewRecord> {
+    const { repo, clock, access, meter } = this.deps;
+    // A named workspace is authorized before the payload is looked at: a caller without the
+    // right learns nothing from validation.
+    const named = input.workspaceId ? await authorizeWorkspace(access, ctx, input.workspaceId, ADMIN) : undefined;
+    const detected = detectSchema(payload);
+    if (detected.rowCount > MAX_IMPORT_ROWS) {
+      throw new ServiceError('payload-too-large', `An import holds at most ${MAX_IMPORT_ROWS} rows`, { field: 'payload.issues' });
+    }
+    const fallback = ctx.principal.type === 'api-key' ? ctx.principal.workspaceId : undefined;
+    // Only the rows' workspaceId is looked at here (an unsupported payload's rows are not read otherwise).
+    const rawRows = detected.rows ?? (Array.isArray((payload as { issues?: unknown }).issues) ? (payload as { issues: unknown[] }).issues : []);
+    const workspaceId = targetWorkspace(input.workspaceId, rawRows, fallback);
+    const ws = named ?? (await authorizeWorkspace(access, ctx, workspaceId, ADMIN));
+    if (input.plan !== ws.planId) throw invalidInput('plan', `'plan' must be the workspace's plan (${ws.planId})`);
+    const now = clock();
+    const quotas = PLANS[ws.planId as PlanId].quotas;
+
+    const errors: RowError[] = [];
+    const conflicts: RowError[] = [];
+    const planned: PlannedRow[] = [];
+    let creates = 0;
+    let updates = 0;
+    let storedTasks = 0;
+    if (detected.status !== 'unsupported' && detected.rows) {
+      const normalized = normalizeRows(detected.rows, detected.status, workspaceId);
+      errors.push(...normalized.errors);
+      conflicts.push(...normalized.conflicts);
+      const checks: { row: number; operation: string; issueId?: string; version: number; fieldsJson: string }[] = [];
+      for (let i = 0; i < normalized.rows.length; i += CHECK_BATCH) {
+        const batch = normalized.rows.slice(i, i + CHECK_BATCH).map((r) => ({ row: r.row, fieldsJson: JSON.stringify(r.fields) }));
+        const res = await this.deps.issues.checkImportRows({ workspaceId, rows: batch }, { principal: SYSTEM_PRINCIPAL });
+        storedTasks = res.storedTasks;
+        res.checks.forEach((c, j) => {
+          for (const p of c.errors) errors.push({ row: c.row, field: p.field, code: p.code });
+          for (const p of c.conflicts) conflicts.push({ row: c.row, field: p.field, code: p.code });
+          checks.push({ row: c.row, operation: c.operation, ...(c.issueId ? { issueId: c.issueId } : {}), version: c.version, fieldsJson: batch[j]?.fieldsJson ?? '{}' });
+        });
+      }
+      // Two rows reaching the same task (one by id, one by externalId) are duplicates too.
+      const byTask = new Map<string, number[]>();
+      for (const c of checks) if (c.issueId) byTask.set(c.issueId, [...(byTask.get(c.issueId) ?? []), c.row]);
+      for (const rows of byTask.values()) {
+        if (rows.length < 2) continue;
+        for (const row of rows) if (!conflicts.some((x) => x.row === row && x.code.startsWith('duplicate'))) conflicts.push({ row, field: 'id', code: 'duplicate-id' });
+      }
+      const blocked = new Set([...errors, ...conflicts].map((e) => e.row));
+      for (const c of checks) {
+        if (blocked.has(c.row)) continue;
+        if (c.operation === 'update') updates += 1;
+        else creates += 1;
+        planned.push({
+          row: c.row,
+          fieldsJson: c.fieldsJson,
+          operation: c.operation === 'update' ? 'update' : 'create',
+          ...(c.issueId ? { issueId: c.issueId } : {}),
+          expectedVersion: c.version,
+        });
+      }
+    }
+    const byRow = (a: RowError, b: RowError) => a.row - b.row;
+    errors.sort(byRow);
+    conflicts.sort(byRow);
+    const blockedRows = new Set([...errors, ...conflicts].map((e) => e.row)).size;
+
+    const importsUsed = await meter.used(workspaceId, 'imports', now);
+    const importsLimit = quotas.imports;
+    const storedLimit = quotas['stored-tasks'];
+    const quotaImpact: QuotaImpact = {
+      imports: { limit: importsLimit, used: importsUsed, required: 1, exceeded: importsLimit !== null && importsUsed + 1 > importsLimit },
+      storedTasks: { limit: storedLimit, used: storedTasks, creates, exceeded: storedLimit !== null && storedTasks + creates > storedLimit },
+    };
+    const quotaIsExceeded = quotaImpact.imports.exceeded || quotaImpact.storedTasks.exceeded;
+    const status = detected.status === 'unsupported' || quotaIsExceeded ? 'blocked' : 'ready';
+
+    const chunkSizes: number[] = [];
+    const chunkRows = this.deps.chunkRows;
+    for (let i = 0; i < planned.length; i += chunkRows) chunkSizes.push(Math.min(chunkRows, planned.length - i));
+    const id = newId('imp');
+    const expiresAt = new Date(now.getTime() + this.deps.previewTtlMs);
+    // Kept a week past expiry so retries learn it expired (or committed) rather than "not found".
+    const purgeAt = new Date(expiresAt.getTime() + 7 * 86_400_000);
+    const record: PreviewRecord = {
+      _id: id,
+      workspaceId,
+      planId: ws.planId,
+      owner: ownerOf(ctx.principal),
+      idempotencyKey: key,
+      requestHash: hash,
+      status,
+      schema: { schemaVersion: detected.schemaVersion, status: detected.status },
+      summary: { totalRows: detected.rowCount, creates, updates, conflicts: conflicts.length, errors: errors.length, quotaExceeded: quotaIsExceeded },
+      blockedRows,
+      processedRows: detected.status === 'unsupported' ? 0 : detected.rowCount,
+      errors,
+      conflicts,
+      quotaImpact,
+      artifact: artifactOf(payload, detected.rowCount),
+      chunkSizes,
+      createdAt: now,
+      expiresAt,
+      purgeAt,
+    };
+    await this.deps.outbox.transaction(async (session) => {
+      await repo.previews.insertOne(record, { session });
+      for (let i = 0; i < chunkSizes.length; i++) {
+        await repo.chunks.insertOne(
+          { _id: `${id}:${i}`, previewId: id, index: i, rows: planned.slice(i * chunkRows, (i + 1) * chunkRows), purgeAt },
+          { session },
+        );
+      }
+      await repo.finishKey(keyId, id, session);
+      await this.deps.outbox.add(
+        {
+          type: 'import.previewed',
+          workspaceId,
+          actor: actorOf(ctx.principal),
+          data: {
+            subject: { type: 'import', id },
+            status,
+            schemaStatus: detected.status,
+            totalRows: record.summary.totalRows,
+            creates,
+            updates,
+            conflicts: conflicts.length,
+            errors: errors.length,
+          },
+        },
+        { session },
+      );
+    });
+    return record;
+  }
+
+  // ---- commit --------------------------------------------------------------------------------
+
+  async commit(ctx: CallContext, rawKey: string | undefined, rawPreviewId: string): Promise<ReturnType<typeof commitView>> {
+    const key = validateKey(rawKey);
+    if (typeof rawPreviewId !== 'string' || !/^[A-Za-z0-9_:.-]{1,64}$/.test(rawPreviewId)) throw invalidInput('previewId', "'previewId' is required");
+    const { repo, clock } = this.deps;
+    const preview = await repo.get(rawPreviewId);
+    if (!preview) throw new ServiceError('not-found', 'Import preview not found');
+    const ws = await authorizeWorkspace(this.deps.access, ctx, preview.workspaceId, ADMIN);
+    if (key === preview.idempotencyKey) {
+      throw invalidInput('idempotency-key', "The commit's idempotency key must differ from the preview's");
+    }
+    const keyId = `${ownerOf(ctx.principal)}:${sha256Hex(key)}`;
+    const begun = await repo.beginKey(keyId, 'commit', sha256Hex(preview._id), clock(), 1);
+    if (begun.kind === 'mismatch') {
+      throw invalidInput('idempotency-key', 'This idempotency key was used with another request; use a new key for a new request');
+    }
+    if (begun.kind === 'new' || begun.kind === 'takeover') await repo.finishKey(keyId, preview._id);
+
+    const taken = await this.take(ctx, preview, ws.planId as PlanId);
+    if (taken.state === 'committed') return commitView(taken);
+    return this.run(ctx, taken, ws.planId as PlanId);
+  }
+
+  /**
+   * Takes the preview's commit for this request: starts it (metering the import, once), or takes
+   * over one whose owner's lease passed. Answers the preview when it was committed already.
+   */
+  private async take(ctx: CallContext, preview: PreviewRecord, planId: PlanId): Promise<PreviewRecord & { state?: 'committed' }> {
+    const { repo, clock, outbox, meter } = this.deps;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const now = clock();
+      const current = attempt === 0 ? preview : await repo.get(preview._id);
+      if (!current) throw new ServiceError('not-found', 'Import preview not found');
+      if (current.commit?.state === 'committed') return { ...current, state: 'committed' };
+      if (current.status === 'blocked') {
+        throw new ServiceError('invalid-input', 'This preview is blocked (unsupported schema or quota): it cannot be committed', { field: 'previewId', reason: 'preview-blocked' });
+      }
+      const ownerUntil = new Date(now.getTime() + this.deps.commitLeaseMs);
+      if (!current.commit) {
+        if (current.expiresAt <= now) {
+          throw new ServiceError('invalid-input', 'This preview expired: preview the payload again', { field: 'previewId', reason: 'preview-expired' });
+        }
+        const commitId = newId('imc');
+        const started = await outbox.transaction(async (session) => {
+          const updated = await repo.previews.findOneAndUpdate(
+            { _id: current._id, status: 'ready', commit: { $exists: false } },
+            {
+              $set: {
+                commit: {
+                  id: commitId,
+                  state: 'committing',
+                  ownerUntil,
+                  startedAt: now,
+                  checkpoints: current.chunkSizes.map((rows, chunk) => ({ chunk, rows, status: 'pending', created: 0, updated: 0, skipped: 0 })),
+                  errors: [],
+                },
+              },
+            },
+            { returnDocument: 'after', session },
+          );
+          if (!updated) return null;
+          // Metered once, with the start of the commit: a retry or a racing commit never counts again.
+          const decision = await meter.tryConsume({ workspaceId: current.workspaceId, kind: 'imports', limit: PLANS[planId].quotas.imports, now, session });
+          if (!decision.allowed) throw quotaExceeded('imports', decision);
+          return updated;
+        });
+        if (started) return started;
+        continue;
+      }
+      if (current.commit.ownerUntil && current.commit.ownerUntil > now) {
+        throw conflict('idempotency-in-flight', 'This preview is being committed by another request; retry shortly');
+      }
+      // The committing request's process died (or gave up): take the commit over and resume it.
+      const resumed = await repo.previews.findOneAndUpdate(
+        { _id: current._id, 'commit.id': current.commit.id, 'commit.state': 'committing', 'commit.ownerUntil': { $lte: now } },
+        { $set: { 'commit.ownerUntil': ownerUntil } },
+        { returnDocument: 'after' },
+      );
+      if (resumed) return resumed;
+    }
+    throw conflict('idempotency-in-flight', 'This preview is being committed by another request; retry shortly');
+  }
+
+  /** Writes the chunks not yet checkpointed, then marks the commit done. */
+  private async run(ctx: CallContext, preview: PreviewRecord, planId: PlanId): Promise<ReturnType<typeof commitView>> {
+    const { repo, clock, outbox } = this.deps;
+    const commit = preview.commit;
+    if (!commit) throw new ServiceError('internal', 'Internal error');
+    // The workspace's plan now (it may have changed since the preview).
+    const quotas = PLANS[planId].quotas;
+    const checkpoints: Checkpoint[] = commit.checkpoints.map((c) => ({ ...c }));
+    const errors: RowError[] = [...commit.errors];
+    const release = () =>
+      repo.previews
+        .updateOne({ _id: preview._id, 'commit.id': commit.id, 'commit.state': 'committing' }, { $set: { 'commit.ownerUntil': clock() } })
+        .catch(() => undefined);
+    try {
+      for (const cp of checkpoints) {
+        if (cp.status === 'done') continue;
+        const chunk = await repo.chunk(preview._id, cp.chunk);
+        if (!chunk) throw new ServiceError('internal', 'Internal error');
+        const now = clock();
+        const res = await this.deps.issues.applyImportChunk(
+          {
+            workspaceId: preview.workspaceId,
+            commitId: commit.id,
+            chunkIndex: cp.chunk,
+            actor: actorOf(ctx.principal),
+            rows: chunk.rows.map((r) => ({ row: r.row, fieldsJson: r.fieldsJson, operation: r.operation, issueId: r.issueId, expectedVersion: r.expectedVersion })),
+            storedTaskLimit: quotas['stored-tasks'] ?? undefined,
+            quotaResetsAt: quotaResetsAt(now).toISOString(),
+          },
+          { principal: SYSTEM_PRINCIPAL },
+        );
+        // The chunk is written in the issues store; a crash here loses only the checkpoint, and the resumed commit's replay restores it.
+        failpoint('imports.after-chunk');
+        Object.assign(cp, { status: 'done', created: res.created, updated: res.updated, skipped: res.skipped });
+        const chunkErrors = res.errors.map((e) => ({ row: e.row, field: e.field, code: e.code }));
+        errors.push(...chunkErrors);
+        const saved = await repo.previews.updateOne(
+          { _id: preview._id, 'commit.id': commit.id, 'commit.state': 'committing' },
+          {
+            $set: { 'commit.checkpoints': checkpoints, 'commit.errors': errors, 'commit.ownerUntil': new Date(clock().getTime() + this.deps.commitLeaseMs) },
+          },
+        );
+        if (saved.matchedCount === 0) throw conflict('idempotency-in-flight', 'This preview is being committed by another request; retry shortly');
+      }
+      const created = checkpoints.reduce((n, c) => n + c.created, 0);
+      const updated = checkpoints.reduce((n, c) => n + c.updated, 0);
+      const skipped = checkpoints.reduce((n, c) => n + c.skipped, 0) + preview.blockedRows;
+      const result = { created, updated, skipped, totalOperations: created + updated };
+      const committedAt = clock();
+      const done = await outbox.transaction(async (session) => {
+        const finished = await repo.previews.findOneAndUpdate(
+          { _id: preview._id, 'commit.id': commit.id, 'commit.state': 'committing' },
+          { $set: { status: 'committed', 'commit.state': 'committed', 'commit.result': result, 'commit.committedAt': committedAt }, $unset: { 'commit.ownerUntil': '' } },
+          { returnDocument: 'after', session },
+        );
+        if (!finished) return null;
+        await outbox.add(
+          {
+            type: 'import.committed',
+            workspaceId: preview.workspaceId,
+            actor: actorOf(ctx.principal),
+            data: { subject: { type: 'import', id: preview._id }, commitId: commit.id, created, updated, skipped },
+          },
+          { session },
+        );
+        return finished;
+      });
+      const final = done ?? (await repo.get(preview._id));
+      if (!final?.commit?.result) throw conflict('idempotency-in-flight', 'This preview is being committed by another request; retry shortly');
+      // The planned rows are no longer needed.
+      await repo.chunks.deleteMany({ previewId: preview._id }).catch(() => undefined);
+      return commitView(final);
+    } catch (err) {
+      if (!(err instanceof FailpointError)) await release();
+      throw err;
+    }
+  }
+
+  schema() {
+    return { schemaId: IMPORT_SCHEMA_ID, schemaVersion: IMPORT_SCHEMA_VERSION, rowSchema: ROW_SCHEMA };
+  }
+}
