@@ -612,19 +612,23 @@ describe('claims: review findings', () => {
     return { open };
   }
 
-  it('finding 1: a start that lands after the request gave up is ended once it can no longer land; the key waits for it, then claims again', async () => {
+  it('finding 1: a start that lands after the request gave up while the abort could not reach the task is ended by the next sweep; the key waits for it, then claims again', async () => {
     const issueId = await h.task(projectId);
     const a = agent('agent-a');
     const lost = loseNextStartAnswer();
+    // The abort's end does not reach the issues service either: no tombstone on the task.
+    h.issuesHooks.before = async (method) => {
+      if (method === 'endClaimedWork') throw new ServiceError('unavailable', 'issues is down');
+    };
     expect(await reasonOf(claim(issueId, a, 'k1'))).toBe('unavailable/');
     expect((await allClaims())[0]).toMatchObject({ state: 'aborted', refunded: true, syncPending: true });
     await lost.late(); // issues' transaction commits after the abort, before startBy
     expect((await h.taskRecord(issueId))?.status).toBe('in-progress');
-    // The key is not forgotten: a retry waits while the aborted claim's start may still matter.
+    // The key is not forgotten: a retry waits while the aborted claim's end has not reached the task.
     expect(await reasonOf(claim(issueId, a, 'k1'))).toBe('work-already-claimed/idempotency-in-flight');
-    await h.core.sweep({ reconcile: false });
-    advance(6_001); // past startBy (5 s) + margin
-    await h.core.sweep({ reconcile: false });
+    h.issuesHooks.before = undefined;
+    // The next sweep applies the end (no need to wait for startBy: the task keeps a tombstone).
+    expect((await h.core.sweep({ reconcile: false })).synced).toBe(1);
     const task = await h.taskRecord(issueId);
     expect(task?.status).toBe('ready');
     expect(task?.claim).toBeUndefined();
@@ -634,6 +638,62 @@ describe('claims: review findings', () => {
     const retried = await claim(issueId, a, 'k1');
     expect(retried.claim).toMatchObject({ state: 'active', fencingToken: 2 });
     expect(await h.meter.used(ws, 'agent-runs')).toBe(1);
+  });
+
+  it('finding 1: a start that would land after its claim was aborted is refused on the task itself; the aborted agent cannot write under it and another agent claims at once', async () => {
+    const issueId = await h.task(projectId);
+    const a = agent('agent-a');
+    const lost = loseNextStartAnswer();
+    expect(await reasonOf(claim(issueId, a))).toBe('unavailable/');
+    // The issues transaction "still runs" and reaches the task only now, after the abort, before startBy.
+    const late = await lost.late().then(
+      () => 'started',
+      (e: ServiceError) => `${e.code}/${e.details.reason ?? ''}`,
+    );
+    expect(late).toBe('work-already-claimed/stale-claim');
+    // No sweep has run: the task never went in progress under the aborted claim.
+    const task = await h.taskRecord(issueId);
+    expect([task?.status, task?.claim]).toEqual(['ready', undefined]);
+    expect(await reasonOf(h.planning.tasks.updateTask({ id: issueId, patch: { status: 'in-review' }, fencingToken: 1 }, a))).toBe('work-already-claimed/stale-claim');
+    const b = await claim(issueId, agent('agent-b'));
+    expect(b.claim).toMatchObject({ agentId: 'agent-b', state: 'active', fencingToken: 1 });
+    expect(await h.meter.used(ws, 'agent-runs')).toBe(1);
+    // The sweeps that follow change nothing: b keeps the task.
+    advance(6_001);
+    await h.core.sweep({ reconcile: true });
+    expect((await h.taskRecord(issueId))?.claim).toMatchObject({ claimId: b.claim?.id, agentId: 'agent-b' });
+  });
+
+  it('finding 1: a start still running while its claim is aborted either lands first and is ended on the spot, or is refused; a retry with the same key claims at once', async () => {
+    for (let round = 0; round < 12; round++) {
+      const issueId = await h.task(projectId);
+      const agentId = `agent-race${round}`;
+      const a = agent(agentId);
+      let racing: Promise<string> = Promise.resolve('not called');
+      h.issuesHooks.around = (method, call) => {
+        if (method !== 'startClaimedWork') return call();
+        h.issuesHooks.around = undefined;
+        // The real start runs on (at once, or a moment later) while the caller has given up.
+        const later = round % 2 === 0 ? Promise.resolve() : new Promise((r) => setTimeout(r, 0));
+        racing = later.then(call).then(
+          () => 'started',
+          (e: ServiceError) => `${e.code}/${e.details.reason ?? ''}`,
+        );
+        return Promise.reject(new ServiceError('unavailable', 'ClaimSupportService: deadline exceeded'));
+      };
+      expect(await reasonOf(claim(issueId, a, `race-${round}`))).toBe('unavailable/');
+      expect(['started', 'work-already-claimed/stale-claim']).toContain(await racing);
+      const task = await h.taskRecord(issueId);
+      expect([task?.status, task?.claim]).toEqual(['ready', undefined]);
+      const [aborted] = (await allClaims()).filter((c) => c.issueId === issueId);
+      expect(aborted).toMatchObject({ state: 'aborted', refunded: true });
+      expect(aborted?.syncPending).toBeUndefined();
+      // No waiting for startBy: the same key claims again now.
+      const retried = await claim(issueId, a, `race-${round}`);
+      expect(retried.claim).toMatchObject({ state: 'active', agentId });
+      expect((await h.taskRecord(issueId))?.claim?.claimId).toBe(retried.claim?.id);
+    }
+    expect(await h.meter.used(ws, 'agent-runs')).toBe(12);
   });
 
   it('finding 3: after the lease is lowered, a heartbeat and a status post leave the task’s mirror at the claim’s expiry', async () => {

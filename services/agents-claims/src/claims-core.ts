@@ -198,18 +198,21 @@ export class ClaimsCore {
 
   /**
    * Tells the issues service a claim ended (the task returns to ready if it is still under it),
-   * then clears the claim's `syncPending`. Idempotent; the sweeper retries what failed.
+   * then clears the claim's `syncPending`. Idempotent; the sweeper retries what failed. The end
+   * carries the claim's `startBy`: until then the task keeps a tombstone of the claim, so a start
+   * still on its way (its request gave up, its transaction did not) is refused there. Once the end
+   * is applied, no start of the claim can land any more: nothing is left to wait for.
    */
   async syncEnd(claim: ClaimRecord, actor: { type: string; id: string } = SYSTEM_ACTOR): Promise<ClaimTarget | undefined> {
     let target: ClaimTarget | undefined;
     if (claim.state === 'released' || claim.state === 'expired' || claim.state === 'aborted') {
       const res = await this.deps.issues.endClaimedWork(
-        { issueId: claim.issueId, claimId: claim._id, outcome: claim.state, actor },
+        { issueId: claim.issueId, claimId: claim._id, outcome: claim.state, actor, startBy: claim.startBy.toISOString() },
         this.system(),
       );
       target = res.target;
     }
-    await this.deps.claims.clearSync(claim._id, this.deps.clock());
+    await this.deps.claims.clearSync(claim._id);
     return target;
   }
 
@@ -267,7 +270,7 @@ export class ClaimsCore {
     }
     // No active claim behind the mirror: end it on the task.
     await this.deps.issues.endClaimedWork(
-      { issueId: target.issueId, claimId: mirror.claimId, outcome: 'expired', actor: SYSTEM_ACTOR },
+      { issueId: target.issueId, claimId: mirror.claimId, outcome: 'expired', actor: SYSTEM_ACTOR, ...(claim ? { startBy: claim.startBy.toISOString() } : {}) },
       this.system(),
     );
   }
@@ -344,7 +347,8 @@ export class ClaimsCore {
     if (claim.state !== 'active') {
       // Granted, then ended (released, expired, completed): that was the answer; no second claim, no second run.
       if (claim.started) return this.grantedAnswer(claim, agent, (await this.systemTarget(claim.issueId))?.status ?? 'unknown');
-      // Ended before it started, but its start may still land (or its end not yet reach the task).
+      // Ended before it started, but the end has not reached the task yet: until it has (and its
+      // tombstone holds a late start off), the start may still land there.
       if (claim.syncPending) throw inFlight();
       return undefined;
     }
@@ -806,10 +810,10 @@ export class ClaimsCore {
         if (!again(due.length, changed)) break;
       }
     });
-    // 4. Ends not yet applied to their tasks (and ends of claims that never started, once their start can no longer land).
+    // 4. Ends not yet applied to their tasks (the issues service was not reached).
     await step(async () => {
       for (;;) {
-        const pending = await claims.pendingSync(clock(), batch);
+        const pending = await claims.pendingSync(batch);
         for (const claim of pending) {
           await this.syncEnd(claim);
           out.synced += 1;
@@ -843,7 +847,10 @@ export class ClaimsCore {
         const claim = known.get(mirror.claimId);
         if (claim?.state === 'active') continue;
         const outcome = claim?.state === 'expired' ? 'expired' : claim?.state === 'released' ? 'released' : 'aborted';
-        const res = await this.deps.issues.endClaimedWork({ issueId: t.issueId, claimId: mirror.claimId, outcome, actor: SYSTEM_ACTOR }, this.system());
+        const res = await this.deps.issues.endClaimedWork(
+          { issueId: t.issueId, claimId: mirror.claimId, outcome, actor: SYSTEM_ACTOR, ...(claim ? { startBy: claim.startBy.toISOString() } : {}) },
+          this.system(),
+        );
         if (res.ended) fixed += 1;
       }
       after = page.nextAfter;

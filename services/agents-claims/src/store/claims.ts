@@ -1,7 +1,7 @@
 import type { MeterDecision, UsageMeter } from '@planning/metering';
 import type { Outbox } from '@planning/outbox';
 import { isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type StoredDocument } from '@planning/store';
-import { START_REPAIR_MARGIN_MS, type StoredState } from '../domain/claims.js';
+import type { StoredState } from '../domain/claims.js';
 
 export interface ClaimRecord extends StoredDocument {
   workspaceId: string;
@@ -29,13 +29,12 @@ export interface ClaimRecord extends StoredDocument {
   /** The month (`YYYY-MM`) whose agent-run count this claim took; absent until metered. */
   meteredPeriod?: string;
   refunded?: boolean;
-  /** Set when the claim ended here and the issues service still has to hear of it. */
-  syncPending?: true;
   /**
-   * A claim ended before it started: its start might still land in the issues service until
-   * `startBy` (+ margin), so the end is applied again from then on and only then is it done.
+   * Set when the claim ended here and the issues service still has to hear of it. Once it has,
+   * the task also holds a tombstone of the claim until `startBy`: a start of a claim that ended
+   * before it started is refused there, so nothing is left to wait for.
    */
-  syncAfter?: Date;
+  syncPending?: true;
   /** Housekeeping: ended claims disappear after this. */
   purgeAt?: Date;
 }
@@ -67,10 +66,6 @@ export interface EndRequest {
   sync: boolean;
   /** Give back the agent run if the claim was never answered (never started). */
   meter?: UsageMeter;
-}
-
-function syncDue(now: Date): Filter {
-  return { $or: [{ syncAfter: { $exists: false } }, { syncAfter: { $lte: now } }] };
 }
 
 const VERB: Readonly<Record<Exclude<StoredState, 'active'>, string>> = {
@@ -236,8 +231,6 @@ export class ClaimRepository {
       const current = await this.claims.findOne({ _id: id, state: 'active', ...request.where }, { session });
       if (!current) return null;
       const refund = request.meter !== undefined && !current.started && current.meteredPeriod !== undefined && !current.refunded;
-      // Never started: its start may still land until startBy, so the end must be applied after that too.
-      const syncAfter = request.sync && !current.started ? new Date(current.startBy.getTime() + START_REPAIR_MARGIN_MS) : undefined;
       const ended = await this.claims.findOneAndUpdate(
         { _id: id, state: 'active' },
         {
@@ -247,7 +240,6 @@ export class ClaimRepository {
             endReason: request.reason,
             purgeAt: new Date(request.now.getTime() + HISTORY_MS),
             ...(request.sync ? { syncPending: true } : {}),
-            ...(syncAfter && syncAfter > request.now ? { syncAfter } : {}),
             ...(refund ? { refunded: true } : {}),
           },
         },
@@ -272,9 +264,9 @@ export class ClaimRepository {
     });
   }
 
-  /** The end reached the task; not before `syncAfter` (a start that may still land). */
-  async clearSync(id: string, now: Date): Promise<void> {
-    await this.claims.updateOne({ _id: id, syncPending: true, ...syncDue(now) }, { $unset: { syncPending: '', syncAfter: '' } });
+  /** The end reached the task (and, for a claim that never started, its tombstone holds off a late start). */
+  async clearSync(id: string): Promise<void> {
+    await this.claims.updateOne({ _id: id, syncPending: true }, { $unset: { syncPending: '' } });
   }
 
   /** Active claims whose lease passed. */
@@ -287,9 +279,9 @@ export class ClaimRepository {
     return this.claims.find({ state: 'active', started: false, startBy: { $lte: cutoff } }, { sort: { startBy: 1 }, limit });
   }
 
-  /** Ends to apply to their tasks now (those waiting for a start that may still land come later). */
-  pendingSync(now: Date, limit: number): Promise<ClaimRecord[]> {
-    return this.claims.find({ syncPending: true, ...syncDue(now) }, { limit });
+  /** Ends the issues service has not heard of yet. */
+  pendingSync(limit: number): Promise<ClaimRecord[]> {
+    return this.claims.find({ syncPending: true }, { limit });
   }
 
   /** Active, answered claims last changed before `before`, after claim id `after` (reconciliation). */

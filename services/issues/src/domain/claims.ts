@@ -31,6 +31,37 @@ export type ClaimEnd = 'completed' | 'released' | 'expired' | 'aborted';
 export const END_OUTCOMES = ['released', 'expired', 'aborted'] as const;
 export type EndOutcome = (typeof END_OUTCOMES)[number];
 
+/**
+ * A claim that ended on the task while its start may still be on its way: until `until` (the
+ * claim's `startBy`, RFC 3339) a start of it is refused. After that the start is refused anyway
+ * (no start after `startBy`), so the entry can go: the list only holds the ends of the last few
+ * seconds.
+ */
+export interface EndedClaim {
+  claimId: string;
+  until: string;
+}
+
+/** The tombstones still needed at `now` (entries past `until` are dropped). */
+export function liveEndedClaims(list: readonly EndedClaim[] | undefined, now: Date): EndedClaim[] {
+  const at = now.toISOString();
+  return (list ?? []).filter((e) => e.until >= at);
+}
+
+/**
+ * The task's tombstones with `claimId` ended, pruned at `now`; undefined when there is nothing to
+ * record (its `startBy` passed, or unknown: no start of it can land any more).
+ */
+export function withEndedClaim(list: readonly EndedClaim[] | undefined, claimId: string, startBy: string | undefined, now: Date): EndedClaim[] | undefined {
+  if (startBy === undefined || startBy < now.toISOString()) return undefined;
+  return [...liveEndedClaims(list, now).filter((e) => e.claimId !== claimId), { claimId, until: startBy }];
+}
+
+/** True when the task refuses a start of `claimId`: the claim ended there before it started. */
+export function endedBeforeStart(list: readonly EndedClaim[] | undefined, claimId: string): boolean {
+  return (list ?? []).some((e) => e.claimId === claimId);
+}
+
 export function isUnexpired(claim: Pick<ClaimMirror, 'expiresAt'>, now: Date): boolean {
   return claim.expiresAt > now.toISOString();
 }

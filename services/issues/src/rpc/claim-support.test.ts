@@ -2,6 +2,7 @@ import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, 
 import { ServiceError } from '@planning/errors';
 import { ClaimSupportService } from '@planning/proto/planning/issues/v1/claim_support_pb';
 import { SYSTEM_PRINCIPAL, type CallContext, type Principal, type ServiceImplementation } from '@planning/rpc';
+import type { DocumentStore, StoreSession } from '@planning/store';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimSupportOf } from '../testing/claim-support-harness.js';
 import { createPlanningHarness, type PlanningHarness } from '../testing/planning-harness.js';
@@ -175,6 +176,88 @@ describe('claim support: renewing, ending, status posts', () => {
     const kinds = (await h.planning.tasks.listActivity(id, { limit: 10 })).map((a) => a.kind);
     expect(kinds).toEqual(['created', 'claimed', 'claim-released']);
     expect((await call('endClaimedWork', { issueId: 'iss_gone', claimId: 'clm_a', outcome: 'expired', actor })).ended).toBe(false);
+  });
+
+  it('claim support: an end before the start leaves a tombstone until startBy: that claim never starts, others do; pruned later, never shown, not a change of the task', async () => {
+    const id = await newTask();
+    const aborted = await call('endClaimedWork', { issueId: id, claimId: 'clm_a', outcome: 'aborted', actor, startBy: iso(5_000) });
+    expect([aborted.ended, aborted.target?.status]).toEqual([false, 'ready']);
+    let task = await h.planning.tasks.get(id);
+    expect(task?.endedClaims).toEqual([{ claimId: 'clm_a', until: iso(5_000) }]);
+    expect(task?.version).toBe(1);
+    expect((await h.planning.tasks.listActivity(id, { limit: 10 })).map((a) => a.kind)).toEqual(['created']);
+    // The start of the aborted claim arrives late, before its startBy: refused, nothing changes.
+    const late = await failure(start(id));
+    expect([late.details.reason, late.message]).toEqual(['stale-claim', 'The claim was ended before its work started; claim the issue again']);
+    expect((await h.planning.tasks.get(id))?.version).toBe(1);
+    // Not part of the task as anyone sees it.
+    const shown = JSON.stringify(await h.tasks.getTask({ id }, owner));
+    expect(shown).not.toContain('clm_a');
+    expect(shown).not.toMatch(/endedClaims|ended_claims/);
+    // Another claim starts; its end (a release) records its own tombstone beside the first.
+    expect((await start(id, 'clm_b', 'agent-b')).target?.claim?.fencingToken).toBe(1);
+    expect((await call('endClaimedWork', { issueId: id, claimId: 'clm_b', outcome: 'released', actor, startBy: iso(5_000) })).ended).toBe(true);
+    expect((await h.planning.tasks.get(id))?.endedClaims?.map((e) => e.claimId)).toEqual(['clm_a', 'clm_b']);
+    // Past their startBy the entries go with the next write; ends without startBy (or past it) record nothing.
+    h.now = new Date(h.now.getTime() + 5_001);
+    await call('endClaimedWork', { issueId: id, claimId: 'clm_c', outcome: 'aborted', actor, startBy: iso(5_000) });
+    expect((await h.planning.tasks.get(id))?.endedClaims).toEqual([{ claimId: 'clm_c', until: iso(5_000) }]);
+    await call('endClaimedWork', { issueId: id, claimId: 'clm_d', outcome: 'aborted', actor, startBy: iso(-1) });
+    await call('endClaimedWork', { issueId: id, claimId: 'clm_e', outcome: 'expired', actor });
+    expect((await h.planning.tasks.get(id))?.endedClaims?.map((e) => e.claimId)).toEqual(['clm_c']);
+    h.now = new Date(h.now.getTime() + 5_001);
+    expect((await start(id, 'clm_f')).target?.claim?.fencingToken).toBe(2);
+    task = await h.planning.tasks.get(id);
+    expect(task?.endedClaims).toBeUndefined();
+    expect((await failure(call('endClaimedWork', { issueId: id, claimId: 'clm_f', outcome: 'aborted', actor, startBy: 'soon' }))).details.field).toBe('startBy');
+  });
+
+  it('claim support: a start and an end of one claim racing: exactly one wins on the task document, and the task always ends ready without the claim', async () => {
+    // Counts transaction attempts: a retried attempt is a write conflict between the two.
+    const store = h.store as DocumentStore;
+    const original = store.withTransaction.bind(store);
+    let transactions = 0;
+    let attempts = 0;
+    store.withTransaction = <R,>(fn: (session: StoreSession) => Promise<R>) => {
+      transactions += 1;
+      return original((session) => {
+        attempts += 1;
+        return fn(session);
+      });
+    };
+    const outcomes = { startedThenEnded: 0, refused: 0 };
+    try {
+      for (let round = 0; round < 40; round++) {
+        const id = await newTask();
+        const claimId = `clm_race${round}`;
+        // Both at once (their transactions overlap), or one a moment after the other (either order).
+        const later = (mine: number) => (round % 3 === mine ? new Promise((r) => setTimeout(r, 0)) : Promise.resolve());
+        const startCall = later(1).then(() => start(id, claimId));
+        const endCall = later(2).then(() => call('endClaimedWork', { issueId: id, claimId, outcome: 'aborted', actor, startBy: iso(5_000) }));
+        const [started, ended] = await Promise.allSettled([startCall, endCall]);
+        if (ended.status !== 'fulfilled') throw ended.reason;
+        if (started.status === 'fulfilled') {
+          // The start committed first: the end found it and ended it on the spot.
+          expect(ended.value.ended).toBe(true);
+          outcomes.startedThenEnded += 1;
+        } else {
+          // The tombstone committed first: the start read it (after its write conflict, again) and was refused.
+          expect((started.reason as ServiceError).details.reason).toBe('stale-claim');
+          expect(ended.value.ended).toBe(false);
+          outcomes.refused += 1;
+        }
+        const task = await h.planning.tasks.get(id);
+        expect([task?.status, task?.claim]).toEqual(['ready', undefined]);
+        expect(task?.endedClaims?.map((e) => e.claimId)).toEqual([claimId]);
+        // And it stays so: the same start again is refused.
+        expect((await failure(start(id, claimId))).details.reason).toBe('stale-claim');
+      }
+    } finally {
+      store.withTransaction = original;
+    }
+    expect(outcomes.startedThenEnded).toBeGreaterThan(0);
+    expect(outcomes.refused).toBeGreaterThan(0);
+    expect(attempts).toBeGreaterThan(transactions);
   });
 
   it('claim support: a status post is a comment by the holder and renews the mirror, in one change; refused once the claim is gone', async () => {

@@ -130,6 +130,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
         validateEnum(request.outcome, END_OUTCOMES, 'outcome'),
         actorOf(request.actor),
         deps.clock(),
+        request.startBy ? { startBy: validateTimestamp(request.startBy, 'startBy') } : {},
       );
       return { ended: result.ended, target: result.task ? toClaimTarget(result.task) : undefined };
     },

@@ -2,7 +2,7 @@ import { conflict, ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
 import type { Outbox } from '@planning/outbox';
 import type { Filter, StoreSession } from '@planning/store';
-import { isUnexpired, queueKeyOf, startRefusal, type ClaimMirror, type EndOutcome } from '../domain/claims.js';
+import { endedBeforeStart, isUnexpired, liveEndedClaims, queueKeyOf, startRefusal, withEndedClaim, type ClaimMirror, type EndedClaim, type EndOutcome } from '../domain/claims.js';
 import { applyPatch } from '../domain/tasks.js';
 import { fieldsOf, type Actor, type CommentRecord, type TaskRecord } from './task-documents.js';
 import type { TaskRecordRepository } from './task-records.js';
@@ -98,6 +98,11 @@ export class ClaimSupportRepository {
       if (input.expiresAt <= now.toISOString()) {
         throw conflict('stale-claim', 'The claim expired before its work started; claim the issue again');
       }
+      // The claim ended here before its start arrived (the claiming request gave up): it never
+      // starts. The end wrote this document, so a start racing it conflicts and reads it again.
+      if (endedBeforeStart(current.endedClaims, input.claimId)) {
+        throw conflict('stale-claim', 'The claim was ended before its work started; claim the issue again');
+      }
       const refusal = startRefusal(
         {
           status: current.status,
@@ -117,8 +122,25 @@ export class ClaimSupportRepository {
         expiresAt: input.expiresAt,
       };
       const ctx = { actor: input.actor, now, moveActor: 'claim' as const };
-      return (await this.tasks.write(current, next, changes, ctx, session, 'claimed', { start: claim })).task;
+      const started = (await this.tasks.write(current, next, changes, ctx, session, 'claimed', { start: claim })).task;
+      return this.setEndedClaims(started, liveEndedClaims(started.endedClaims, now), session);
     });
+  }
+
+  /**
+   * Stores the task's tombstones as `list` when they differ from what it has (an entry added, or
+   * entries past their `until` pruned). Not a change of the task: no version, no activity.
+   */
+  private async setEndedClaims(task: TaskRecord, list: EndedClaim[], session: StoreSession): Promise<TaskRecord> {
+    const had = task.endedClaims ?? [];
+    if (list.length === had.length && list.every((e, i) => e.claimId === had[i]?.claimId && e.until === had[i]?.until)) return task;
+    const { endedClaims: _old, ...rest } = task;
+    if (list.length === 0) {
+      await this.tasks.tasks.updateOne({ _id: task._id }, { $unset: { endedClaims: '' } }, { session });
+      return rest as TaskRecord;
+    }
+    await this.tasks.tasks.updateOne({ _id: task._id }, { $set: { endedClaims: list } }, { session });
+    return { ...rest, endedClaims: list } as TaskRecord;
   }
 
   /**
@@ -145,6 +167,11 @@ export class ClaimSupportRepository {
    * Ends the claim on the task: in progress under it, the task returns to ready. Anything else
    * (the task moved on, or is under another claim) is left alone; so is a claim that is not
    * expired yet when `onlyIfExpired` (the sweeper, racing a renewal).
+   *
+   * With `startBy` not yet passed, the task also records a tombstone of the claim in the same
+   * transaction (whatever its state), so a start of the claim still on its way is refused: the
+   * start and this end both write the task document, so whichever commits second conflicts,
+   * reads again and sees the other (the start ended on the spot, or the tombstone refusing it).
    */
   async end(
     issueId: string,
@@ -152,18 +179,21 @@ export class ClaimSupportRepository {
     outcome: EndOutcome,
     actor: Actor,
     now: Date,
-    options: { onlyIfExpired?: boolean } = {},
+    options: { onlyIfExpired?: boolean; startBy?: string } = {},
   ): Promise<{ ended: boolean; task: TaskRecord | null }> {
     return this.outbox.transaction(async (session) => {
       const current = await this.tasks.get(issueId, session);
       if (!current) return { ended: false, task: null };
+      const tombstones = withEndedClaim(current.endedClaims, claimId, options.startBy, now);
+      const recordTombstone = (task: TaskRecord) => this.setEndedClaims(task, tombstones ?? liveEndedClaims(task.endedClaims, now), session);
       const claim = current.claim;
-      if (current.status !== 'in-progress' || claim?.claimId !== claimId) return { ended: false, task: current };
-      if (options.onlyIfExpired && isUnexpired(claim, now)) return { ended: false, task: current };
+      if (current.status !== 'in-progress' || claim?.claimId !== claimId || (options.onlyIfExpired && isUnexpired(claim, now))) {
+        return { ended: false, task: await recordTombstone(current) };
+      }
       const { next, changes } = applyPatch(fieldsOf(current), { status: 'ready' }, 'system', () => newId('chk'));
       const ctx = { actor, now, moveActor: 'system' as const };
       const result = await this.tasks.write(current, next, changes, ctx, session, END_KINDS[outcome], { end: outcome });
-      return { ended: true, task: result.task };
+      return { ended: true, task: await recordTombstone(result.task) };
     });
   }
 

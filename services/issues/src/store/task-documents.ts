@@ -3,7 +3,7 @@
  * from a task's own fields for searching and sorting.
  */
 import type { StoredDocument } from '@planning/store';
-import { queueKeyOf, type ClaimMirror } from '../domain/claims.js';
+import { queueKeyOf, type ClaimMirror, type EndedClaim } from '../domain/claims.js';
 import { normalizeForSearch } from '../domain/fields.js';
 import { sortKeysOf, type SortKeys } from '../domain/ranking.js';
 import type { HealthTask } from '../domain/task-health.js';
@@ -35,6 +35,12 @@ export interface TaskRecord extends StoredDocument, TaskFields {
   claim?: ClaimMirror;
   /** The fencing token of the task's latest claim; the next claim gets one more. */
   lastFencingToken?: number;
+  /**
+   * Claims that ended here while their start could still land (until their `startBy`): a start of
+   * one of them is refused. Bookkeeping of the claim protocol only: never part of a task message
+   * (REST, MCP, events), and not a change of the task (no version, no activity).
+   */
+  endedClaims?: EndedClaim[];
 }
 
 export interface ActivityRecord extends StoredDocument {
