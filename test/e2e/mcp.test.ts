@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listedTools, toolsNamedIn } from '../../services/gateway/src/mcp/catalog.js';
 import { createKey, createWorkspace, type TestKey } from '../support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster, type Mode } from '../support/cluster.js';
-import { login, request, type ApiResponse } from '../support/http.js';
+import { login, request, requestOversized, type ApiResponse } from '../support/http.js';
 
 /**
  * The remote MCP endpoint end to end, in both modes, with the official SDK clients over real
@@ -368,7 +368,12 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     expect(badToolset.status).toBe(400);
     expect(badToolset.body).toMatchObject({ jsonrpc: '2.0', id: 1, error: { code: -32602, message: expect.stringContaining('toolset'), data: { code: 'invalid-input', field: 'toolset' } } });
     // An oversized body: HTTP 413 with a JSON-RPC -32600 body.
-    const huge = await mcpPost(undefined, { rawBody: JSON.stringify(rpcBody('tools/call', { name: 'service.add_comment', arguments: { issueId: 'x', body: 'x'.repeat(1024 * 1024) } })) });
+    // (Refused by its length before it is read: the client may still be writing when the connection closes.)
+    const huge = await requestOversized(cluster.baseUrl, 'POST', '/api/mcp', {
+      token: agent.token,
+      headers: { accept: 'application/json, text/event-stream' },
+      rawBody: JSON.stringify(rpcBody('tools/call', { name: 'service.add_comment', arguments: { issueId: 'x', body: 'x'.repeat(1024 * 1024) } })),
+    });
     expect(huge.status).toBe(413);
     expect(huge.body).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringContaining('bytes') } });
     const html = await mcpPost(list, { headers: { accept: 'text/html' } });

@@ -68,3 +68,42 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false>, ti
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/**
+ * Sends a body the server is expected to refuse for its size (413) and returns the answer. The
+ * server answers as soon as it sees the length and closes the connection, so the client may still
+ * be writing (EPIPE, ECONNRESET): fetch reports that as a failure even when the answer arrived.
+ * This waits for the answer and ignores a write cut short after it.
+ */
+export async function requestOversized(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<{ status: number; body: any }> {
+  const { request: httpRequest } = await import('node:http');
+  const payload = Buffer.from(options.rawBody ?? JSON.stringify(options.body ?? null), 'utf8');
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(payload.length), ...options.headers };
+  if (options.cookie) headers.cookie = options.cookie;
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  return new Promise((resolve, reject) => {
+    let answered = false;
+    let failure: NodeJS.Timeout | undefined;
+    const req = httpRequest(`${baseUrl}${path}`, { method, headers }, (res) => {
+      answered = true;
+      if (failure) clearTimeout(failure);
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown = text;
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          // not JSON
+        }
+        resolve({ status: res.statusCode ?? 0, body });
+      });
+    });
+    req.on('error', (err) => {
+      // The answer may still be on its way after a write was cut: give it a moment.
+      if (!answered) failure ??= setTimeout(() => reject(err), 2_000);
+    });
+    req.end(payload);
+  });
+}

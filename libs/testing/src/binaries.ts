@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, join } from 'node:path';
 
@@ -33,8 +33,57 @@ export function hasBinary(name: string): boolean {
   }
 }
 
-/** A TCP port that was free a moment ago on 127.0.0.1. */
+/**
+ * A TCP port that is free on 127.0.0.1, for a server a test starts a moment later.
+ *
+ * Ports come from below the kernel's ephemeral range when it leaves room (Linux: 32768+): a port
+ * the OS hands out for `listen(0)` is in that range, and between our probe and the server's bind
+ * an outgoing connection could take it as its local port (seen: EADDRINUSE on a busy machine).
+ * Below the range nothing takes a port unasked. A port is never handed out twice per process.
+ */
 export async function getFreePort(): Promise<number> {
+  const range = portRangeBelowEphemeral();
+  if (range) {
+    for (let attempt = 0; attempt < 200; attempt++) {
+      const port = range.low + Math.floor(Math.random() * (range.high - range.low + 1));
+      if (handedOut.has(port)) continue;
+      if (await canBind(port)) {
+        handedOut.add(port);
+        return port;
+      }
+    }
+  }
+  for (;;) {
+    const port = await bindAny();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+const handedOut = new Set<number>();
+
+function portRangeBelowEphemeral(): { low: number; high: number } | undefined {
+  try {
+    const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low !== undefined && Number.isInteger(low) && low > 12_000) return { low: 10_000, high: low - 1 };
+  } catch {
+    // not Linux, or no procfs: the kernel's choice
+  }
+  return undefined;
+}
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+function bindAny(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
