@@ -8,6 +8,7 @@ import { invalidInput, ServiceError } from '@planning/errors';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { ERROR_BODY_ID, ok } from '../openapi.js';
+import { importCommitJson, importCommitSchema, importPreviewJson, importPreviewSchema } from './imports-json.js';
 
 /** Previews of 10,000 rows and commits writing them take longer than an ordinary call's deadline. */
 const PREVIEW_DEADLINE_MS = 120_000;
@@ -17,117 +18,6 @@ const COMMIT_DEADLINE_MS = 600_000;
 const PREVIEW_BODY_LIMIT = 10 * 1_048_576;
 
 const str = { type: 'string' } as const;
-const int = { type: 'integer' } as const;
-const nullableStr = { type: ['string', 'null'] } as const;
-
-const rowErrorSchema = {
-  type: 'object',
-  required: ['row', 'field', 'code'],
-  properties: { row: { ...int, description: '1-based position of the row in the payload.' }, field: str, code: str },
-} as const;
-
-const checkpointSchema = {
-  type: 'object',
-  required: ['chunk', 'rows', 'status', 'created', 'updated', 'skipped'],
-  properties: { chunk: int, rows: int, status: { type: 'string', enum: ['pending', 'done'] }, created: int, updated: int, skipped: int },
-} as const;
-
-const limitOrNull = { type: ['integer', 'null'], description: 'null: unlimited.' } as const;
-
-export const importPreviewSchema = {
-  type: 'object',
-  required: ['id', 'idempotencyKey', 'status', 'workspaceId', 'createdAt', 'expiresAt', 'source', 'summary', 'progress', 'recovery', 'quotaImpact', 'artifact', 'errors', 'conflicts', 'commitId'],
-  properties: {
-    id: str,
-    idempotencyKey: str,
-    status: { type: 'string', enum: ['ready', 'blocked', 'committed', 'expired'] },
-    workspaceId: str,
-    createdAt: { type: 'string', format: 'date-time' },
-    expiresAt: { type: 'string', format: 'date-time', description: 'After this instant the preview can no longer be committed.' },
-    source: {
-      type: 'object',
-      required: ['format', 'schema'],
-      properties: {
-        format: str,
-        schema: {
-          type: 'object',
-          required: ['schemaVersion', 'status'],
-          properties: {
-            schemaVersion: { ...nullableStr, description: 'As the payload names it (null for a bare array).' },
-            status: { type: 'string', enum: ['current', 'compatible', 'legacy', 'unsupported'] },
-          },
-        },
-      },
-    },
-    summary: {
-      type: 'object',
-      required: ['totalRows', 'creates', 'updates', 'conflicts', 'errors', 'quotaExceeded'],
-      properties: { totalRows: int, creates: int, updates: int, conflicts: int, errors: int, quotaExceeded: { type: 'boolean' } },
-    },
-    progress: {
-      type: 'object',
-      required: ['status', 'activeStep', 'percentComplete', 'processedRows', 'blockedRows', 'completedRows', 'checkpoints'],
-      properties: {
-        status: { type: 'string', enum: ['ready', 'blocked', 'committing', 'committed', 'expired'] },
-        activeStep: { type: 'string', enum: ['validate', 'commit', 'write', 'done', 'expired'] },
-        percentComplete: int,
-        processedRows: int,
-        blockedRows: { ...int, description: 'Rows with errors or conflicts: they are not written.' },
-        completedRows: int,
-        checkpoints: { type: 'array', items: checkpointSchema },
-      },
-    },
-    recovery: {
-      type: 'object',
-      required: ['recoverable', 'idempotencyKey'],
-      properties: {
-        recoverable: { type: 'boolean', description: 'An interrupted commit is finished by retrying it; no row is written twice.' },
-        idempotencyKey: str,
-      },
-    },
-    quotaImpact: {
-      type: 'object',
-      required: ['imports', 'storedTasks'],
-      properties: {
-        imports: {
-          type: 'object',
-          required: ['limit', 'used', 'required', 'exceeded'],
-          properties: { limit: limitOrNull, used: int, required: int, exceeded: { type: 'boolean' } },
-        },
-        storedTasks: {
-          type: 'object',
-          required: ['limit', 'used', 'creates', 'exceeded'],
-          properties: { limit: limitOrNull, used: int, creates: int, exceeded: { type: 'boolean' } },
-        },
-      },
-    },
-    artifact: {
-      type: 'object',
-      required: ['sha256', 'bytes', 'rows'],
-      properties: { sha256: str, bytes: int, rows: int },
-    },
-    errors: { type: 'array', items: rowErrorSchema, description: 'Validation failures: row, field and code, never row content.' },
-    conflicts: { type: 'array', items: rowErrorSchema, description: 'duplicate-id, duplicate-external-id, active-claim, changed-since-source.' },
-    commitId: nullableStr,
-  },
-} as const;
-
-export const importCommitSchema = {
-  type: 'object',
-  required: ['id', 'previewId', 'status', 'summary', 'errors', 'committedAt'],
-  properties: {
-    id: str,
-    previewId: str,
-    status: { type: 'string', enum: ['committed'] },
-    summary: {
-      type: 'object',
-      required: ['created', 'updated', 'skipped', 'totalOperations'],
-      properties: { created: int, updated: int, skipped: int, totalOperations: { ...int, description: 'Tasks written: created + updated.' } },
-    },
-    errors: { type: 'array', items: rowErrorSchema, description: 'Why each skipped row was not written.' },
-    committedAt: nullableStr,
-  },
-} as const;
 
 const conflictResponse = {
   description: 'work-already-claimed (reason `idempotency-in-flight`): a request with this key, or a commit of this preview, is still running; retry',
@@ -144,6 +34,7 @@ function idempotencyKeyOf(request: FastifyRequest): string {
   return raw;
 }
 
+/** The row schema stays JSON over gRPC: it is a JSON Schema document. */
 function parsed(json: string): Record<string, unknown> {
   try {
     return JSON.parse(json) as Record<string, unknown>;
@@ -225,7 +116,8 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
         },
         { principal: request.principal, deadlineMs: PREVIEW_DEADLINE_MS },
       );
-      return { data: parsed(res.previewJson) };
+      if (!res.preview) throw new ServiceError('internal', 'Internal error');
+      return { data: importPreviewJson(res.preview) };
     },
   );
 
@@ -253,7 +145,8 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
         { idempotencyKey: key, previewId: request.body.previewId },
         { principal: request.principal, deadlineMs: COMMIT_DEADLINE_MS },
       );
-      return { data: parsed(res.commitJson) };
+      if (!res.commit) throw new ServiceError('internal', 'Internal error');
+      return { data: importCommitJson(res.commit) };
     },
   );
 }

@@ -31,7 +31,7 @@ import {
   MAX_IMPORT_ROWS,
   type RowError,
 } from './schema.js';
-import type { Checkpoint, ImportRepository, PlannedRow, PreviewRecord, QuotaImpact } from './store.js';
+import type { Checkpoint, CommitState, ImportRepository, PlannedRow, PreviewRecord, QuotaImpact } from './store.js';
 
 export type IssuesImportClient = RpcClient<typeof ImportSupportService>;
 
@@ -82,11 +82,56 @@ export interface PreviewInput {
   workspaceId?: string;
 }
 
+export type PreviewStatus = 'ready' | 'blocked' | 'committed' | 'expired';
+export type ProgressStatus = PreviewStatus | 'committing';
+export type ActiveStep = 'validate' | 'commit' | 'write' | 'done' | 'expired';
+
+/**
+ * The Import preview resource (API document section 2, docs/imports.md): the shape of the REST
+ * JSON, field for field. The gRPC handler turns it into `planning.imports.v1.ImportPreview`.
+ */
+export interface PreviewView {
+  id: string;
+  idempotencyKey: string;
+  status: PreviewStatus;
+  workspaceId: string;
+  createdAt: string;
+  expiresAt: string;
+  source: { format: 'json'; schema: { schemaVersion: string | null; status: PreviewRecord['schema']['status'] } };
+  summary: PreviewRecord['summary'];
+  progress: {
+    status: ProgressStatus;
+    activeStep: ActiveStep;
+    percentComplete: number;
+    processedRows: number;
+    blockedRows: number;
+    completedRows: number;
+    checkpoints: Checkpoint[];
+  };
+  recovery: { recoverable: boolean; idempotencyKey: string };
+  quotaImpact: QuotaImpact;
+  artifact: PreviewRecord['artifact'];
+  errors: RowError[];
+  conflicts: RowError[];
+  commitId: string | null;
+}
+
+/** The Import commit resource (API document section 2, docs/imports.md), field for field. */
+export interface CommitView {
+  id: string;
+  previewId: string;
+  status: 'committed';
+  summary: NonNullable<CommitState['result']>;
+  errors: RowError[];
+  committedAt: string | null;
+}
+
 /** The Import preview resource (API document section 2) and what this service adds. */
-export function previewView(p: PreviewRecord, now: Date) {
+export function previewView(p: PreviewRecord, now: Date): PreviewView {
   const expired = p.status === 'ready' && !p.commit && p.expiresAt <= now;
   const status = expired ? 'expired' : p.status;
-  const checkpoints = p.commit?.checkpoints ?? p.chunkSizes.map((rows, chunk) => ({ chunk, rows, status: 'pending', created: 0, updated: 0, skipped: 0 }));
+  const checkpoints: Checkpoint[] =
+    p.commit?.checkpoints ?? p.chunkSizes.map((rows, chunk) => ({ chunk, rows, status: 'pending', created: 0, updated: 0, skipped: 0 }));
   const planned = p.chunkSizes.reduce((a, b) => a + b, 0);
   const completedRows = checkpoints.filter((c) => c.status === 'done').reduce((n, c) => n + c.rows, 0);
   const committing = p.commit?.state === 'committing';
@@ -119,13 +164,13 @@ export function previewView(p: PreviewRecord, now: Date) {
 }
 
 /** The Import commit resource (API document section 2). */
-export function commitView(p: PreviewRecord) {
+export function commitView(p: PreviewRecord): CommitView {
   const c = p.commit;
   if (!c?.result) throw new ServiceError('internal', 'Internal error');
   return {
     id: c.id,
     previewId: p._id,
-    status: 'committed' as const,
+    status: 'committed',
     summary: c.result,
     errors: [...p.errors, ...p.conflicts, ...c.errors].sort((a, b) => a.row - b.row),
     committedAt: c.committedAt?.toISOString() ?? null,
@@ -137,7 +182,7 @@ export class ImportsCore {
 
   // ---- preview -------------------------------------------------------------------------------
 
-  async preview(ctx: CallContext, input: PreviewInput): Promise<ReturnType<typeof previewView>> {
+  async preview(ctx: CallContext, input: PreviewInput): Promise<PreviewView> {
     const key = validateKey(input.idempotencyKey);
     if (input.format !== 'json') throw invalidInput('format', "'format' must be json");
     if (typeof input.plan !== 'string' || input.plan === '') throw invalidInput('plan', "'plan' is required");
@@ -310,7 +355,7 @@ export class ImportsCore {
 
   // ---- commit --------------------------------------------------------------------------------
 
-  async commit(ctx: CallContext, rawKey: string | undefined, rawPreviewId: string): Promise<ReturnType<typeof commitView>> {
+  async commit(ctx: CallContext, rawKey: string | undefined, rawPreviewId: string): Promise<CommitView> {
     const key = validateKey(rawKey);
     if (typeof rawPreviewId !== 'string' || !/^[A-Za-z0-9_:.-]{1,64}$/.test(rawPreviewId)) throw invalidInput('previewId', "'previewId' is required");
     const { repo, clock } = this.deps;
@@ -393,7 +438,7 @@ export class ImportsCore {
   }
 
   /** Writes the chunks not yet checkpointed, then marks the commit done. */
-  private async run(ctx: CallContext, preview: PreviewRecord, planId: PlanId): Promise<ReturnType<typeof commitView>> {
+  private async run(ctx: CallContext, preview: PreviewRecord, planId: PlanId): Promise<CommitView> {
     const { repo, clock, outbox } = this.deps;
     const commit = preview.commit;
     if (!commit) throw new ServiceError('internal', 'Internal error');

@@ -10,7 +10,572 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file planning/imports/v1/imports.proto.
  */
 export const file_planning_imports_v1_imports: GenFile = /*@__PURE__*/
-  fileDesc("CiFwbGFubmluZy9pbXBvcnRzL3YxL2ltcG9ydHMucHJvdG8SE3BsYW5uaW5nLmltcG9ydHMudjEiGAoWR2V0SW1wb3J0U2NoZW1hUmVxdWVzdCJdChdHZXRJbXBvcnRTY2hlbWFSZXNwb25zZRIRCglzY2hlbWFfaWQYASABKAkSFgoOc2NoZW1hX3ZlcnNpb24YAiABKAkSFwoPcm93X3NjaGVtYV9qc29uGAMgASgJIo8BChRQcmV2aWV3SW1wb3J0UmVxdWVzdBIXCg9pZGVtcG90ZW5jeV9rZXkYASABKAkSDAoEcGxhbhgCIAEoCRIOCgZmb3JtYXQYAyABKAkSFAoMcGF5bG9hZF9qc29uGAQgASgJEhkKDHdvcmtzcGFjZV9pZBgFIAEoCUgAiAEBQg8KDV93b3Jrc3BhY2VfaWQiLQoVUHJldmlld0ltcG9ydFJlc3BvbnNlEhQKDHByZXZpZXdfanNvbhgBIAEoCSJCChNDb21taXRJbXBvcnRSZXF1ZXN0EhcKD2lkZW1wb3RlbmN5X2tleRgBIAEoCRISCgpwcmV2aWV3X2lkGAIgASgJIisKFENvbW1pdEltcG9ydFJlc3BvbnNlEhMKC2NvbW1pdF9qc29uGAEgASgJMsoCCg1JbXBvcnRTZXJ2aWNlEmwKD0dldEltcG9ydFNjaGVtYRIrLnBsYW5uaW5nLmltcG9ydHMudjEuR2V0SW1wb3J0U2NoZW1hUmVxdWVzdBosLnBsYW5uaW5nLmltcG9ydHMudjEuR2V0SW1wb3J0U2NoZW1hUmVzcG9uc2USZgoNUHJldmlld0ltcG9ydBIpLnBsYW5uaW5nLmltcG9ydHMudjEuUHJldmlld0ltcG9ydFJlcXVlc3QaKi5wbGFubmluZy5pbXBvcnRzLnYxLlByZXZpZXdJbXBvcnRSZXNwb25zZRJjCgxDb21taXRJbXBvcnQSKC5wbGFubmluZy5pbXBvcnRzLnYxLkNvbW1pdEltcG9ydFJlcXVlc3QaKS5wbGFubmluZy5pbXBvcnRzLnYxLkNvbW1pdEltcG9ydFJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("CiFwbGFubmluZy9pbXBvcnRzL3YxL2ltcG9ydHMucHJvdG8SE3BsYW5uaW5nLmltcG9ydHMudjEiPAoQSW1wb3J0Um93UHJvYmxlbRILCgNyb3cYASABKAUSDQoFZmllbGQYAiABKAkSDAoEY29kZRgDIAEoCSJUChJJbXBvcnRTb3VyY2VTY2hlbWESGwoOc2NoZW1hX3ZlcnNpb24YASABKAlIAIgBARIOCgZzdGF0dXMYAiABKAlCEQoPX3NjaGVtYV92ZXJzaW9uIlcKDEltcG9ydFNvdXJjZRIOCgZmb3JtYXQYASABKAkSNwoGc2NoZW1hGAIgASgLMicucGxhbm5pbmcuaW1wb3J0cy52MS5JbXBvcnRTb3VyY2VTY2hlbWEihwEKFEltcG9ydFByZXZpZXdTdW1tYXJ5EhIKCnRvdGFsX3Jvd3MYASABKAUSDwoHY3JlYXRlcxgCIAEoBRIPCgd1cGRhdGVzGAMgASgFEhEKCWNvbmZsaWN0cxgEIAEoBRIOCgZlcnJvcnMYBSABKAUSFgoOcXVvdGFfZXhjZWVkZWQYBiABKAgicgoQSW1wb3J0Q2hlY2twb2ludBINCgVjaHVuaxgBIAEoBRIMCgRyb3dzGAIgASgFEg4KBnN0YXR1cxgDIAEoCRIPCgdjcmVhdGVkGAQgASgFEg8KB3VwZGF0ZWQYBSABKAUSDwoHc2tpcHBlZBgGIAEoBSLRAQoOSW1wb3J0UHJvZ3Jlc3MSDgoGc3RhdHVzGAEgASgJEhMKC2FjdGl2ZV9zdGVwGAIgASgJEhgKEHBlcmNlbnRfY29tcGxldGUYAyABKAUSFgoOcHJvY2Vzc2VkX3Jvd3MYBCABKAUSFAoMYmxvY2tlZF9yb3dzGAUgASgFEhYKDmNvbXBsZXRlZF9yb3dzGAYgASgFEjoKC2NoZWNrcG9pbnRzGAcgAygLMiUucGxhbm5pbmcuaW1wb3J0cy52MS5JbXBvcnRDaGVja3BvaW50Ij4KDkltcG9ydFJlY292ZXJ5EhMKC3JlY292ZXJhYmxlGAEgASgIEhcKD2lkZW1wb3RlbmN5X2tleRgCIAEoCSJkChJJbXBvcnRzUXVvdGFJbXBhY3QSEgoFbGltaXQYASABKAVIAIgBARIMCgR1c2VkGAIgASgFEhAKCHJlcXVpcmVkGAMgASgFEhAKCGV4Y2VlZGVkGAQgASgIQggKBl9saW1pdCJnChZTdG9yZWRUYXNrc1F1b3RhSW1wYWN0EhIKBWxpbWl0GAEgASgFSACIAQESDAoEdXNlZBgCIAEoBRIPCgdjcmVhdGVzGAMgASgFEhAKCGV4Y2VlZGVkGAQgASgIQggKBl9saW1pdCKQAQoRSW1wb3J0UXVvdGFJbXBhY3QSOAoHaW1wb3J0cxgBIAEoCzInLnBsYW5uaW5nLmltcG9ydHMudjEuSW1wb3J0c1F1b3RhSW1wYWN0EkEKDHN0b3JlZF90YXNrcxgCIAEoCzIrLnBsYW5uaW5nLmltcG9ydHMudjEuU3RvcmVkVGFza3NRdW90YUltcGFjdCI9Cg5JbXBvcnRBcnRpZmFjdBIOCgZzaGEyNTYYASABKAkSDQoFYnl0ZXMYAiABKAMSDAoEcm93cxgDIAEoBSLrBAoNSW1wb3J0UHJldmlldxIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAiABKAkSDgoGc3RhdHVzGAMgASgJEhQKDHdvcmtzcGFjZV9pZBgEIAEoCRISCgpjcmVhdGVkX2F0GAUgASgJEhIKCmV4cGlyZXNfYXQYBiABKAkSMQoGc291cmNlGAcgASgLMiEucGxhbm5pbmcuaW1wb3J0cy52MS5JbXBvcnRTb3VyY2USOgoHc3VtbWFyeRgIIAEoCzIpLnBsYW5uaW5nLmltcG9ydHMudjEuSW1wb3J0UHJldmlld1N1bW1hcnkSNQoIcHJvZ3Jlc3MYCSABKAsyIy5wbGFubmluZy5pbXBvcnRzLnYxLkltcG9ydFByb2dyZXNzEjUKCHJlY292ZXJ5GAogASgLMiMucGxhbm5pbmcuaW1wb3J0cy52MS5JbXBvcnRSZWNvdmVyeRI8CgxxdW90YV9pbXBhY3QYCyABKAsyJi5wbGFubmluZy5pbXBvcnRzLnYxLkltcG9ydFF1b3RhSW1wYWN0EjUKCGFydGlmYWN0GAwgASgLMiMucGxhbm5pbmcuaW1wb3J0cy52MS5JbXBvcnRBcnRpZmFjdBI1CgZlcnJvcnMYDSADKAsyJS5wbGFubmluZy5pbXBvcnRzLnYxLkltcG9ydFJvd1Byb2JsZW0SOAoJY29uZmxpY3RzGA4gAygLMiUucGxhbm5pbmcuaW1wb3J0cy52MS5JbXBvcnRSb3dQcm9ibGVtEhYKCWNvbW1pdF9pZBgPIAEoCUgAiAEBQgwKCl9jb21taXRfaWQiYgoTSW1wb3J0Q29tbWl0U3VtbWFyeRIPCgdjcmVhdGVkGAEgASgFEg8KB3VwZGF0ZWQYAiABKAUSDwoHc2tpcHBlZBgDIAEoBRIYChB0b3RhbF9vcGVyYXRpb25zGAQgASgFItwBCgxJbXBvcnRDb21taXQSCgoCaWQYASABKAkSEgoKcHJldmlld19pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSOQoHc3VtbWFyeRgEIAEoCzIoLnBsYW5uaW5nLmltcG9ydHMudjEuSW1wb3J0Q29tbWl0U3VtbWFyeRI1CgZlcnJvcnMYBSADKAsyJS5wbGFubmluZy5pbXBvcnRzLnYxLkltcG9ydFJvd1Byb2JsZW0SGQoMY29tbWl0dGVkX2F0GAYgASgJSACIAQFCDwoNX2NvbW1pdHRlZF9hdCIYChZHZXRJbXBvcnRTY2hlbWFSZXF1ZXN0Il0KF0dldEltcG9ydFNjaGVtYVJlc3BvbnNlEhEKCXNjaGVtYV9pZBgBIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgCIAEoCRIXCg9yb3dfc2NoZW1hX2pzb24YAyABKAkijwEKFFByZXZpZXdJbXBvcnRSZXF1ZXN0EhcKD2lkZW1wb3RlbmN5X2tleRgBIAEoCRIMCgRwbGFuGAIgASgJEg4KBmZvcm1hdBgDIAEoCRIUCgxwYXlsb2FkX2pzb24YBCABKAkSGQoMd29ya3NwYWNlX2lkGAUgASgJSACIAQFCDwoNX3dvcmtzcGFjZV9pZCJgChVQcmV2aWV3SW1wb3J0UmVzcG9uc2USMwoHcHJldmlldxgCIAEoCzIiLnBsYW5uaW5nLmltcG9ydHMudjEuSW1wb3J0UHJldmlld0oECAEQAlIMcHJldmlld19qc29uIkIKE0NvbW1pdEltcG9ydFJlcXVlc3QSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEhIKCnByZXZpZXdfaWQYAiABKAkiXAoUQ29tbWl0SW1wb3J0UmVzcG9uc2USMQoGY29tbWl0GAIgASgLMiEucGxhbm5pbmcuaW1wb3J0cy52MS5JbXBvcnRDb21taXRKBAgBEAJSC2NvbW1pdF9qc29uMsoCCg1JbXBvcnRTZXJ2aWNlEmwKD0dldEltcG9ydFNjaGVtYRIrLnBsYW5uaW5nLmltcG9ydHMudjEuR2V0SW1wb3J0U2NoZW1hUmVxdWVzdBosLnBsYW5uaW5nLmltcG9ydHMudjEuR2V0SW1wb3J0U2NoZW1hUmVzcG9uc2USZgoNUHJldmlld0ltcG9ydBIpLnBsYW5uaW5nLmltcG9ydHMudjEuUHJldmlld0ltcG9ydFJlcXVlc3QaKi5wbGFubmluZy5pbXBvcnRzLnYxLlByZXZpZXdJbXBvcnRSZXNwb25zZRJjCgxDb21taXRJbXBvcnQSKC5wbGFubmluZy5pbXBvcnRzLnYxLkNvbW1pdEltcG9ydFJlcXVlc3QaKS5wbGFubmluZy5pbXBvcnRzLnYxLkNvbW1pdEltcG9ydFJlc3BvbnNlYgZwcm90bzM");
+
+/**
+ * One row's problem: its 1-based position in the payload, the field and a code. Never the row's
+ * content.
+ *
+ * @generated from message planning.imports.v1.ImportRowProblem
+ */
+export type ImportRowProblem = Message<"planning.imports.v1.ImportRowProblem"> & {
+  /**
+   * @generated from field: int32 row = 1;
+   */
+  row: number;
+
+  /**
+   * A row field, or `row` when the problem has no field.
+   *
+   * @generated from field: string field = 2;
+   */
+  field: string;
+
+  /**
+   * required, invalid, unknown-field, other-workspace, not-found, other-project, immutable, cycle,
+   * invalid-transition (errors); duplicate-id, duplicate-external-id, active-claim,
+   * changed-since-source (conflicts); at commit also changed-since-preview, and the problems of an
+   * update re-checked against the task as it is then.
+   *
+   * @generated from field: string code = 3;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportRowProblem.
+ * Use `create(ImportRowProblemSchema)` to create a new message.
+ */
+export const ImportRowProblemSchema: GenMessage<ImportRowProblem> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 0);
+
+/**
+ * @generated from message planning.imports.v1.ImportSourceSchema
+ */
+export type ImportSourceSchema = Message<"planning.imports.v1.ImportSourceSchema"> & {
+  /**
+   * As the payload names it; absent (JSON null) for a bare array of rows.
+   *
+   * @generated from field: optional string schema_version = 1;
+   */
+  schemaVersion?: string | undefined;
+
+  /**
+   * current, compatible, legacy or unsupported.
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportSourceSchema.
+ * Use `create(ImportSourceSchemaSchema)` to create a new message.
+ */
+export const ImportSourceSchemaSchema: GenMessage<ImportSourceSchema> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 1);
+
+/**
+ * @generated from message planning.imports.v1.ImportSource
+ */
+export type ImportSource = Message<"planning.imports.v1.ImportSource"> & {
+  /**
+   * json.
+   *
+   * @generated from field: string format = 1;
+   */
+  format: string;
+
+  /**
+   * @generated from field: planning.imports.v1.ImportSourceSchema schema = 2;
+   */
+  schema?: ImportSourceSchema | undefined;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportSource.
+ * Use `create(ImportSourceSchema$)` to create a new message.
+ */
+export const ImportSourceSchema$: GenMessage<ImportSource> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 2);
+
+/**
+ * @generated from message planning.imports.v1.ImportPreviewSummary
+ */
+export type ImportPreviewSummary = Message<"planning.imports.v1.ImportPreviewSummary"> & {
+  /**
+   * @generated from field: int32 total_rows = 1;
+   */
+  totalRows: number;
+
+  /**
+   * @generated from field: int32 creates = 2;
+   */
+  creates: number;
+
+  /**
+   * @generated from field: int32 updates = 3;
+   */
+  updates: number;
+
+  /**
+   * @generated from field: int32 conflicts = 4;
+   */
+  conflicts: number;
+
+  /**
+   * @generated from field: int32 errors = 5;
+   */
+  errors: number;
+
+  /**
+   * The month's imports are used up, or the creates would pass the plan's stored tasks.
+   *
+   * @generated from field: bool quota_exceeded = 6;
+   */
+  quotaExceeded: boolean;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportPreviewSummary.
+ * Use `create(ImportPreviewSummarySchema)` to create a new message.
+ */
+export const ImportPreviewSummarySchema: GenMessage<ImportPreviewSummary> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 3);
+
+/**
+ * One chunk of planned rows, written in one issues transaction.
+ *
+ * @generated from message planning.imports.v1.ImportCheckpoint
+ */
+export type ImportCheckpoint = Message<"planning.imports.v1.ImportCheckpoint"> & {
+  /**
+   * @generated from field: int32 chunk = 1;
+   */
+  chunk: number;
+
+  /**
+   * @generated from field: int32 rows = 2;
+   */
+  rows: number;
+
+  /**
+   * pending or done.
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * @generated from field: int32 created = 4;
+   */
+  created: number;
+
+  /**
+   * @generated from field: int32 updated = 5;
+   */
+  updated: number;
+
+  /**
+   * @generated from field: int32 skipped = 6;
+   */
+  skipped: number;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportCheckpoint.
+ * Use `create(ImportCheckpointSchema)` to create a new message.
+ */
+export const ImportCheckpointSchema: GenMessage<ImportCheckpoint> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 4);
+
+/**
+ * @generated from message planning.imports.v1.ImportProgress
+ */
+export type ImportProgress = Message<"planning.imports.v1.ImportProgress"> & {
+  /**
+   * ready, blocked, committing, committed or expired.
+   *
+   * @generated from field: string status = 1;
+   */
+  status: string;
+
+  /**
+   * validate, commit, write, done or expired.
+   *
+   * @generated from field: string active_step = 2;
+   */
+  activeStep: string;
+
+  /**
+   * @generated from field: int32 percent_complete = 3;
+   */
+  percentComplete: number;
+
+  /**
+   * @generated from field: int32 processed_rows = 4;
+   */
+  processedRows: number;
+
+  /**
+   * Rows with errors or conflicts: they are not written.
+   *
+   * @generated from field: int32 blocked_rows = 5;
+   */
+  blockedRows: number;
+
+  /**
+   * @generated from field: int32 completed_rows = 6;
+   */
+  completedRows: number;
+
+  /**
+   * @generated from field: repeated planning.imports.v1.ImportCheckpoint checkpoints = 7;
+   */
+  checkpoints: ImportCheckpoint[];
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportProgress.
+ * Use `create(ImportProgressSchema)` to create a new message.
+ */
+export const ImportProgressSchema: GenMessage<ImportProgress> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 5);
+
+/**
+ * @generated from message planning.imports.v1.ImportRecovery
+ */
+export type ImportRecovery = Message<"planning.imports.v1.ImportRecovery"> & {
+  /**
+   * An interrupted commit is finished by retrying it; no row is written twice.
+   *
+   * @generated from field: bool recoverable = 1;
+   */
+  recoverable: boolean;
+
+  /**
+   * @generated from field: string idempotency_key = 2;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportRecovery.
+ * Use `create(ImportRecoverySchema)` to create a new message.
+ */
+export const ImportRecoverySchema: GenMessage<ImportRecovery> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 6);
+
+/**
+ * The monthly `imports` quota.
+ *
+ * @generated from message planning.imports.v1.ImportsQuotaImpact
+ */
+export type ImportsQuotaImpact = Message<"planning.imports.v1.ImportsQuotaImpact"> & {
+  /**
+   * Absent (JSON null): unlimited.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: int32 used = 2;
+   */
+  used: number;
+
+  /**
+   * @generated from field: int32 required = 3;
+   */
+  required: number;
+
+  /**
+   * @generated from field: bool exceeded = 4;
+   */
+  exceeded: boolean;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportsQuotaImpact.
+ * Use `create(ImportsQuotaImpactSchema)` to create a new message.
+ */
+export const ImportsQuotaImpactSchema: GenMessage<ImportsQuotaImpact> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 7);
+
+/**
+ * The plan's `stored-tasks` quota.
+ *
+ * @generated from message planning.imports.v1.StoredTasksQuotaImpact
+ */
+export type StoredTasksQuotaImpact = Message<"planning.imports.v1.StoredTasksQuotaImpact"> & {
+  /**
+   * Absent (JSON null): unlimited.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: int32 used = 2;
+   */
+  used: number;
+
+  /**
+   * @generated from field: int32 creates = 3;
+   */
+  creates: number;
+
+  /**
+   * @generated from field: bool exceeded = 4;
+   */
+  exceeded: boolean;
+};
+
+/**
+ * Describes the message planning.imports.v1.StoredTasksQuotaImpact.
+ * Use `create(StoredTasksQuotaImpactSchema)` to create a new message.
+ */
+export const StoredTasksQuotaImpactSchema: GenMessage<StoredTasksQuotaImpact> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 8);
+
+/**
+ * @generated from message planning.imports.v1.ImportQuotaImpact
+ */
+export type ImportQuotaImpact = Message<"planning.imports.v1.ImportQuotaImpact"> & {
+  /**
+   * @generated from field: planning.imports.v1.ImportsQuotaImpact imports = 1;
+   */
+  imports?: ImportsQuotaImpact | undefined;
+
+  /**
+   * @generated from field: planning.imports.v1.StoredTasksQuotaImpact stored_tasks = 2;
+   */
+  storedTasks?: StoredTasksQuotaImpact | undefined;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportQuotaImpact.
+ * Use `create(ImportQuotaImpactSchema)` to create a new message.
+ */
+export const ImportQuotaImpactSchema: GenMessage<ImportQuotaImpact> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 9);
+
+/**
+ * The payload in canonical JSON (keys sorted): its hex SHA-256, size and row count.
+ *
+ * @generated from message planning.imports.v1.ImportArtifact
+ */
+export type ImportArtifact = Message<"planning.imports.v1.ImportArtifact"> & {
+  /**
+   * @generated from field: string sha256 = 1;
+   */
+  sha256: string;
+
+  /**
+   * @generated from field: int64 bytes = 2;
+   */
+  bytes: bigint;
+
+  /**
+   * @generated from field: int32 rows = 3;
+   */
+  rows: number;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportArtifact.
+ * Use `create(ImportArtifactSchema)` to create a new message.
+ */
+export const ImportArtifactSchema: GenMessage<ImportArtifact> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 10);
+
+/**
+ * The Import preview resource (API document section 2, docs/imports.md). Raw rows are never
+ * exposed.
+ *
+ * @generated from message planning.imports.v1.ImportPreview
+ */
+export type ImportPreview = Message<"planning.imports.v1.ImportPreview"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string idempotency_key = 2;
+   */
+  idempotencyKey: string;
+
+  /**
+   * ready, blocked, committed or expired.
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string workspace_id = 4;
+   */
+  workspaceId: string;
+
+  /**
+   * RFC 3339.
+   *
+   * @generated from field: string created_at = 5;
+   */
+  createdAt: string;
+
+  /**
+   * RFC 3339. After this instant the preview can no longer be committed.
+   *
+   * @generated from field: string expires_at = 6;
+   */
+  expiresAt: string;
+
+  /**
+   * @generated from field: planning.imports.v1.ImportSource source = 7;
+   */
+  source?: ImportSource | undefined;
+
+  /**
+   * @generated from field: planning.imports.v1.ImportPreviewSummary summary = 8;
+   */
+  summary?: ImportPreviewSummary | undefined;
+
+  /**
+   * @generated from field: planning.imports.v1.ImportProgress progress = 9;
+   */
+  progress?: ImportProgress | undefined;
+
+  /**
+   * @generated from field: planning.imports.v1.ImportRecovery recovery = 10;
+   */
+  recovery?: ImportRecovery | undefined;
+
+  /**
+   * @generated from field: planning.imports.v1.ImportQuotaImpact quota_impact = 11;
+   */
+  quotaImpact?: ImportQuotaImpact | undefined;
+
+  /**
+   * @generated from field: planning.imports.v1.ImportArtifact artifact = 12;
+   */
+  artifact?: ImportArtifact | undefined;
+
+  /**
+   * Validation failures, by row.
+   *
+   * @generated from field: repeated planning.imports.v1.ImportRowProblem errors = 13;
+   */
+  errors: ImportRowProblem[];
+
+  /**
+   * duplicate-id, duplicate-external-id, active-claim, changed-since-source, by row.
+   *
+   * @generated from field: repeated planning.imports.v1.ImportRowProblem conflicts = 14;
+   */
+  conflicts: ImportRowProblem[];
+
+  /**
+   * The commit of this preview, once one started; absent (JSON null) before.
+   *
+   * @generated from field: optional string commit_id = 15;
+   */
+  commitId?: string | undefined;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportPreview.
+ * Use `create(ImportPreviewSchema)` to create a new message.
+ */
+export const ImportPreviewSchema: GenMessage<ImportPreview> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 11);
+
+/**
+ * @generated from message planning.imports.v1.ImportCommitSummary
+ */
+export type ImportCommitSummary = Message<"planning.imports.v1.ImportCommitSummary"> & {
+  /**
+   * @generated from field: int32 created = 1;
+   */
+  created: number;
+
+  /**
+   * @generated from field: int32 updated = 2;
+   */
+  updated: number;
+
+  /**
+   * Rows not written: the preview's blocked rows and the updates skipped at commit time.
+   *
+   * @generated from field: int32 skipped = 3;
+   */
+  skipped: number;
+
+  /**
+   * Tasks written: created + updated.
+   *
+   * @generated from field: int32 total_operations = 4;
+   */
+  totalOperations: number;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportCommitSummary.
+ * Use `create(ImportCommitSummarySchema)` to create a new message.
+ */
+export const ImportCommitSummarySchema: GenMessage<ImportCommitSummary> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 12);
+
+/**
+ * The Import commit resource (API document section 2, docs/imports.md).
+ *
+ * @generated from message planning.imports.v1.ImportCommit
+ */
+export type ImportCommit = Message<"planning.imports.v1.ImportCommit"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string preview_id = 2;
+   */
+  previewId: string;
+
+  /**
+   * committed.
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * @generated from field: planning.imports.v1.ImportCommitSummary summary = 4;
+   */
+  summary?: ImportCommitSummary | undefined;
+
+  /**
+   * Why each skipped row was not written, by row.
+   *
+   * @generated from field: repeated planning.imports.v1.ImportRowProblem errors = 5;
+   */
+  errors: ImportRowProblem[];
+
+  /**
+   * RFC 3339; absent (JSON null) if unknown.
+   *
+   * @generated from field: optional string committed_at = 6;
+   */
+  committedAt?: string | undefined;
+};
+
+/**
+ * Describes the message planning.imports.v1.ImportCommit.
+ * Use `create(ImportCommitSchema)` to create a new message.
+ */
+export const ImportCommitSchema: GenMessage<ImportCommit> = /*@__PURE__*/
+  messageDesc(file_planning_imports_v1_imports, 13);
 
 /**
  * @generated from message planning.imports.v1.GetImportSchemaRequest
@@ -23,7 +588,7 @@ export type GetImportSchemaRequest = Message<"planning.imports.v1.GetImportSchem
  * Use `create(GetImportSchemaRequestSchema)` to create a new message.
  */
 export const GetImportSchemaRequestSchema: GenMessage<GetImportSchemaRequest> = /*@__PURE__*/
-  messageDesc(file_planning_imports_v1_imports, 0);
+  messageDesc(file_planning_imports_v1_imports, 14);
 
 /**
  * @generated from message planning.imports.v1.GetImportSchemaResponse
@@ -40,7 +605,9 @@ export type GetImportSchemaResponse = Message<"planning.imports.v1.GetImportSche
   schemaVersion: string;
 
   /**
-   * JSON Schema (draft 2020-12) of one row, as JSON.
+   * JSON Schema (draft 2020-12) of one row, as JSON. It stays JSON: a JSON Schema is itself a JSON
+   * document (an open set of keywords, nested schemas, `$schema`), and clients hand it to a JSON
+   * Schema validator as it is.
    *
    * @generated from field: string row_schema_json = 3;
    */
@@ -52,7 +619,7 @@ export type GetImportSchemaResponse = Message<"planning.imports.v1.GetImportSche
  * Use `create(GetImportSchemaResponseSchema)` to create a new message.
  */
 export const GetImportSchemaResponseSchema: GenMessage<GetImportSchemaResponse> = /*@__PURE__*/
-  messageDesc(file_planning_imports_v1_imports, 1);
+  messageDesc(file_planning_imports_v1_imports, 15);
 
 /**
  * @generated from message planning.imports.v1.PreviewImportRequest
@@ -71,12 +638,16 @@ export type PreviewImportRequest = Message<"planning.imports.v1.PreviewImportReq
   plan: string;
 
   /**
+   * json.
+   *
    * @generated from field: string format = 3;
    */
   format: string;
 
   /**
-   * The payload as JSON: an envelope object or a bare array of rows.
+   * The payload as JSON: an envelope object or a bare array of rows. It stays JSON: it is the
+   * caller's own document (up to 10 MB), accepted in several shapes and versions, with fields the
+   * service must see to report them (unknown fields are row errors in the current schema).
    *
    * @generated from field: string payload_json = 4;
    */
@@ -93,18 +664,16 @@ export type PreviewImportRequest = Message<"planning.imports.v1.PreviewImportReq
  * Use `create(PreviewImportRequestSchema)` to create a new message.
  */
 export const PreviewImportRequestSchema: GenMessage<PreviewImportRequest> = /*@__PURE__*/
-  messageDesc(file_planning_imports_v1_imports, 2);
+  messageDesc(file_planning_imports_v1_imports, 16);
 
 /**
  * @generated from message planning.imports.v1.PreviewImportResponse
  */
 export type PreviewImportResponse = Message<"planning.imports.v1.PreviewImportResponse"> & {
   /**
-   * The Import preview resource, as JSON.
-   *
-   * @generated from field: string preview_json = 1;
+   * @generated from field: planning.imports.v1.ImportPreview preview = 2;
    */
-  previewJson: string;
+  preview?: ImportPreview | undefined;
 };
 
 /**
@@ -112,7 +681,7 @@ export type PreviewImportResponse = Message<"planning.imports.v1.PreviewImportRe
  * Use `create(PreviewImportResponseSchema)` to create a new message.
  */
 export const PreviewImportResponseSchema: GenMessage<PreviewImportResponse> = /*@__PURE__*/
-  messageDesc(file_planning_imports_v1_imports, 3);
+  messageDesc(file_planning_imports_v1_imports, 17);
 
 /**
  * @generated from message planning.imports.v1.CommitImportRequest
@@ -134,18 +703,16 @@ export type CommitImportRequest = Message<"planning.imports.v1.CommitImportReque
  * Use `create(CommitImportRequestSchema)` to create a new message.
  */
 export const CommitImportRequestSchema: GenMessage<CommitImportRequest> = /*@__PURE__*/
-  messageDesc(file_planning_imports_v1_imports, 4);
+  messageDesc(file_planning_imports_v1_imports, 18);
 
 /**
  * @generated from message planning.imports.v1.CommitImportResponse
  */
 export type CommitImportResponse = Message<"planning.imports.v1.CommitImportResponse"> & {
   /**
-   * The Import commit resource, as JSON.
-   *
-   * @generated from field: string commit_json = 1;
+   * @generated from field: planning.imports.v1.ImportCommit commit = 2;
    */
-  commitJson: string;
+  commit?: ImportCommit | undefined;
 };
 
 /**
@@ -153,13 +720,28 @@ export type CommitImportResponse = Message<"planning.imports.v1.CommitImportResp
  * Use `create(CommitImportResponseSchema)` to create a new message.
  */
 export const CommitImportResponseSchema: GenMessage<CommitImportResponse> = /*@__PURE__*/
-  messageDesc(file_planning_imports_v1_imports, 5);
+  messageDesc(file_planning_imports_v1_imports, 19);
 
 /**
- * JSON issue imports (API document endpoints 17 and 18, DECISIONS §8), served by the
- * imports-exports service. Previews and commits are answered as the resources of the API
- * document (section 2, "Import preview" and "Import commit") in JSON, field for field, so the
- * gateway and the MCP tools return them unchanged.
+ * JSON issue imports (API document endpoints 17 and 18, DECISIONS §8; docs/imports.md), served by
+ * the imports-exports service. Previews and commits are answered as typed messages that mirror the
+ * resources of the API document (section 2, "Import preview" and "Import commit") field for field;
+ * the gateway maps them to the JSON resources of the REST API. A field that the JSON resource may
+ * carry as `null` is `optional` here: absent means null.
+ *
+ * Two fields stay JSON on purpose: `GetImportSchemaResponse.row_schema_json` (the row schema IS a
+ * JSON Schema document, an open-ended tree of keywords that no fixed message describes) and
+ * `PreviewImportRequest.payload_json` (the caller's own JSON, up to 10 MB, in any of the accepted
+ * shapes: the import envelope, an export envelope or a bare array of rows; the service validates it
+ * row by row and reports problems by row and field).
+ *
+ * Previews and commits need a workspace admin or owner session, a system administrator, or a token
+ * with scope `admin` of the workspace (DECISIONS §1); a token of another workspace gets 404.
+ *
+ * Errors: 400 invalid-input (naming the field; reasons `preview-blocked`, `preview-expired`), 401
+ * unauthorized, 403 forbidden, 403 quota-exceeded (`imports` or `stored-tasks`, with the `quota`
+ * object), 404 not-found, 409 work-already-claimed (reason `idempotency-in-flight`), 413
+ * payload-too-large (more than 10,000 rows).
  *
  * @generated from service planning.imports.v1.ImportService
  */
