@@ -95,7 +95,7 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
           properties: {
             plan: { type: 'string', minLength: 1, maxLength: 32, description: "The workspace's plan id." },
             format: { type: 'string', enum: ['json'] },
-            payload: { type: ['object', 'array'], description: 'An import envelope, an export envelope or a bare array of rows.' },
+            payload: { anyOf: [{ type: 'object' }, { type: 'array' }], description: 'An import envelope, an export envelope or a bare array of rows.' },
             workspaceId: { type: 'string', minLength: 1, maxLength: 64, description: 'The target workspace; otherwise every row must name the same one.' },
           },
         },
