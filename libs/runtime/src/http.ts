@@ -94,12 +94,35 @@ function registerTracing(app: FastifyInstance): void {
   });
 }
 
+/** Paths probed every few seconds: logged at debug, so they do not drown the rest. */
+const PROBE_PATHS = new Set(['/live', '/ready']);
+
+/**
+ * One log line per answered request: method, path (never the query string), route pattern,
+ * status and time. Query strings hold search text and filter ids, which logs must not keep.
+ */
+function registerRequestLog(app: FastifyInstance): void {
+  app.addHook('onResponse', async (request, reply) => {
+    const path = request.url.split('?', 1)[0] ?? '';
+    // Not under `req`/`res`: the logger's serializers for those expect the framework's objects.
+    const entry = {
+      http: { method: request.method, path, route: request.routeOptions.url ?? null, statusCode: reply.statusCode, remoteAddress: request.ip },
+      responseTime: Math.round(reply.elapsedTime * 10) / 10,
+    };
+    if (PROBE_PATHS.has(path)) request.log.debug(entry, 'request completed');
+    else request.log.info(entry, 'request completed');
+  });
+}
+
 export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   const serverOptions: FastifyServerOptions = {
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     trustProxy: options.trustProxy ?? false,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // Fastify's own request lines carry the whole URL, query string included (search text, filter
+    // ids): one line per request is written below instead, without the query.
+    disableRequestLogging: true,
   };
   const app: FastifyInstance = options.logger
     ? Fastify({ ...serverOptions, loggerInstance: options.logger })
@@ -118,6 +141,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   );
 
   registerTracing(app);
+  if (options.logger) registerRequestLog(app);
 
   app.setErrorHandler((err: FastifyError | ServiceError, request, reply) => {
     const error = err instanceof ServiceError ? err : frameworkError(err as FastifyError);

@@ -5,6 +5,7 @@ import { resolveModules, type ModuleDefinition, type RuntimeLogger } from './reg
 import { createRuntime, loadModuleSettings } from './runtime.js';
 import { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
 import { env } from '@planning/config';
+import { createLogger } from '@planning/telemetry';
 
 const quiet: RuntimeLogger = {
   info() {},
@@ -268,6 +269,22 @@ describe('configuration: trusted proxies', () => {
     expect(of('true')).toBe(true);
     expect(of('0')).toBe(false);
     expect(of('loopback, 10.0.0.0/8')).toBe('loopback, 10.0.0.0/8');
+  });
+
+  it('http: one log line per request, without the query string; probes at debug', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const destination = { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) };
+    const app = createHttpApp({ logger: createLogger({ name: 'test', level: 'info', destination }) });
+    app.get('/api/things/:id', async () => ({ ok: true }));
+    await app.inject({ method: 'GET', url: '/api/things/t1?q=secret-words&projectId=prj_hidden' });
+    await app.inject({ method: 'GET', url: '/live' });
+    await app.close();
+    const text = JSON.stringify(lines);
+    expect(text).not.toContain('secret-words');
+    expect(text).not.toContain('prj_hidden');
+    const done = lines.filter((l) => l.msg === 'request completed');
+    expect(done).toHaveLength(1);
+    expect(done[0]).toMatchObject({ http: { method: 'GET', path: '/api/things/t1', route: '/api/things/:id', statusCode: 200 } });
   });
 
   it('configuration: the client address comes from X-Forwarded-For only behind a trusted proxy', async () => {
