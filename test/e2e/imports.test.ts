@@ -21,7 +21,7 @@ describe.each<Mode>(['all-in-one', 'distributed'])('imports (%s)', (mode) => {
   let cluster: Cluster;
   let admin: string;
 
-  const call = (method: string, path: string, options: { body?: unknown; cookie?: string; token?: string; headers?: Record<string, string> } = {}): Promise<ApiResponse> =>
+  const call = (method: string, path: string, options: { body?: unknown; rawBody?: string; cookie?: string; token?: string; headers?: Record<string, string> } = {}): Promise<ApiResponse> =>
     request(cluster.baseUrl, method, path, { cookie: admin, ...options });
 
   const space = async (planId = 'pro') => {
@@ -276,6 +276,33 @@ describe.each<Mode>(['all-in-one', 'distributed'])('imports (%s)', (mode) => {
     const res = await preview(s, envelope(Array.from({ length: 10_001 }, () => ({}))));
     expect(res.status).toBe(413);
     expect(res.body.error.code).toBe('payload-too-large');
+  });
+
+  it('imports: a payload nested 1,000 to 12,000 deep is a 400 naming payload, never a 500', async () => {
+    const s = await space();
+    for (const depth of [1_000, 3_000, 6_000, 12_000]) {
+      const labels = `${'['.repeat(depth)}${']'.repeat(depth)}`;
+      const rawBody = `{"plan":"${s.planId}","format":"json","workspaceId":"${s.id}","payload":{"schemaId":"service.issue-import","schemaVersion":"${CURRENT}","issues":[{"workspaceId":"${s.id}","projectId":"${s.projectId}","title":"Deep","labels":${labels}}]}}`;
+      const res = await call('POST', '/api/imports/preview', { headers: { 'idempotency-key': key(), 'content-type': 'application/json' }, rawBody });
+      expect(res.status, `depth ${depth}`).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'invalid-input', field: 'payload' });
+    }
+  });
+
+  it('imports: a payload re-imported with the same externalId updates nothing twice: two committed previews leave one task', async () => {
+    const s = await space();
+    const payload = envelope([{ workspaceId: s.id, projectId: s.projectId, title: 'A', externalId: 'ext-1' }]);
+    const first = await preview(s, payload);
+    const second = await preview(s, payload);
+    expect(first.body.data.summary.creates).toBe(1);
+    expect(second.body.data.summary.creates).toBe(1);
+    const a = await commit(first.body.data.id);
+    expect(a.body.data.summary.created).toBe(1);
+    const b = await commit(second.body.data.id);
+    expect(b.status).toBe(200);
+    expect(b.body.data.summary).toMatchObject({ created: 0, skipped: 1 });
+    expect(b.body.data.errors).toEqual([{ row: 1, field: 'externalId', code: 'duplicate-external-id' }]);
+    expect((await tasksOf(s.id)).filter((t: any) => t.title === 'A')).toHaveLength(1);
   });
 
   it('imports: N concurrent commits of one preview write its rows exactly once', async () => {

@@ -12,7 +12,7 @@ const preview = {
   createdAt: '2026-11-22T09:00:00.000Z',
   expiresAt: '2026-11-23T09:00:00.000Z',
   source: { format: 'json', schema: { schemaVersion: '2026-11-22.issue-import.v1', status: 'current' } },
-  summary: { totalRows: 3, creates: 1, updates: 1, conflicts: 0, errors: 1, quotaExceeded: false },
+  summary: { totalRows: 3, creates: 1, updates: 1, conflicts: 0, errors: 1, quotaExceeded: false, problemsTruncated: true },
   progress: {
     status: 'committed',
     activeStep: 'done',

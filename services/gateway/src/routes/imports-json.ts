@@ -57,8 +57,19 @@ export const importPreviewSchema = {
     },
     summary: {
       type: 'object',
-      required: ['totalRows', 'creates', 'updates', 'conflicts', 'errors', 'quotaExceeded'],
-      properties: { totalRows: int, creates: int, updates: int, conflicts: int, errors: int, quotaExceeded: { type: 'boolean' } },
+      required: ['totalRows', 'creates', 'updates', 'conflicts', 'errors', 'quotaExceeded', 'problemsTruncated'],
+      properties: {
+        totalRows: int,
+        creates: int,
+        updates: int,
+        conflicts: int,
+        errors: int,
+        quotaExceeded: { type: 'boolean' },
+        problemsTruncated: {
+          type: 'boolean',
+          description: '`errors` / `conflicts` list at most 5 problems per row and 10,000 in all; true when some were left out (the counts are complete).',
+        },
+      },
     },
     progress: {
       type: 'object',
@@ -165,6 +176,7 @@ export function importPreviewJson(p: ImportPreview) {
       conflicts: summary.conflicts,
       errors: summary.errors,
       quotaExceeded: summary.quotaExceeded,
+      problemsTruncated: summary.problemsTruncated,
     },
     progress: {
       status: progress.status,

@@ -34,6 +34,25 @@ function idempotencyKeyOf(request: FastifyRequest): string {
   return raw;
 }
 
+/** How deeply a payload may nest arrays and objects (as the imports service checks it too; rows need about 4). */
+export const MAX_PAYLOAD_DEPTH = 32;
+
+/**
+ * Whether `value` nests arrays and objects deeper than `max` levels (the value itself is level 1).
+ * Iterative: a payload nested thousands deep must be refused before JSON.stringify recurses into it.
+ */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: { value: unknown; depth: number }[] = [{ value, depth: 1 }];
+  while (stack.length > 0) {
+    const { value: v, depth } = stack.pop() as { value: unknown; depth: number };
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    const children = Array.isArray(v) ? v : Object.values(v as Record<string, unknown>);
+    for (const child of children) if (child !== null && typeof child === 'object') stack.push({ value: child, depth: depth + 1 });
+  }
+  return false;
+}
+
 /** The row schema stays JSON over gRPC: it is a JSON Schema document. */
 function parsed(json: string): Record<string, unknown> {
   try {
@@ -106,6 +125,9 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     async (request) => {
       const key = idempotencyKeyOf(request);
       const body = request.body;
+      if (nestedDeeperThan(body.payload, MAX_PAYLOAD_DEPTH)) {
+        throw invalidInput('payload', `'payload' nests arrays and objects more than ${MAX_PAYLOAD_DEPTH} levels deep`);
+      }
       const res = await imports.previewImport(
         {
           idempotencyKey: key,

@@ -66,7 +66,7 @@ describe('imports: typed gRPC messages', () => {
       createdAt: '2026-11-22T09:00:00.000Z',
       expiresAt: '2026-11-23T09:00:00.000Z',
       source: { format: 'json', schema: { schemaVersion: '2026-11-22.issue-import.v1', status: 'current' } },
-      summary: { totalRows: 5, creates: 2, updates: 1, conflicts: 1, errors: 1, quotaExceeded: false },
+      summary: { totalRows: 5, creates: 2, updates: 1, conflicts: 1, errors: 1, quotaExceeded: false, problemsTruncated: false },
       progress: { status: 'ready', activeStep: 'commit', percentComplete: 0, processedRows: 5, blockedRows: 2, completedRows: 0 },
       recovery: { recoverable: true, idempotencyKey: 'k-1' },
       quotaImpact: { imports: { limit: 500, used: 3, required: 1, exceeded: false }, storedTasks: { limit: 100_000, used: 120, creates: 2, exceeded: false } },

@@ -9,6 +9,7 @@
  * named by the commit and the chunk, so a chunk written twice (a resumed commit after a crash)
  * writes nothing the second time: no row is ever written twice.
  */
+import { randomUUID } from 'node:crypto';
 import { authorizeWorkspace, type AccessLookup } from '@planning/access';
 import { conflict, invalidInput, ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
@@ -20,6 +21,8 @@ import { SYSTEM_PRINCIPAL, type CallContext, type Principal, type RpcClient } fr
 import { failpoint, FailpointError } from '@planning/runtime/failpoints';
 import {
   artifactOf,
+  assertPayloadDepth,
+  capProblems,
   detectSchema,
   IMPORT_SCHEMA_ID,
   IMPORT_SCHEMA_VERSION,
@@ -29,6 +32,7 @@ import {
   sha256Hex,
   targetWorkspace,
   MAX_IMPORT_ROWS,
+  MAX_PROBLEMS,
   type RowError,
 } from './schema.js';
 import type { Checkpoint, CommitState, ImportRepository, PlannedRow, PreviewRecord, QuotaImpact } from './store.js';
@@ -98,7 +102,7 @@ export interface PreviewView {
   createdAt: string;
   expiresAt: string;
   source: { format: 'json'; schema: { schemaVersion: string | null; status: PreviewRecord['schema']['status'] } };
-  summary: PreviewRecord['summary'];
+  summary: Omit<PreviewRecord['summary'], 'problemsTruncated'> & { problemsTruncated: boolean };
   progress: {
     status: ProgressStatus;
     activeStep: ActiveStep;
@@ -130,8 +134,10 @@ export interface CommitView {
 export function previewView(p: PreviewRecord, now: Date): PreviewView {
   const expired = p.status === 'ready' && !p.commit && p.expiresAt <= now;
   const status = expired ? 'expired' : p.status;
+  // A checkpoint's row errors are the commit's, not part of the checkpoint resource.
   const checkpoints: Checkpoint[] =
-    p.commit?.checkpoints ?? p.chunkSizes.map((rows, chunk) => ({ chunk, rows, status: 'pending', created: 0, updated: 0, skipped: 0 }));
+    p.commit?.checkpoints.map(({ chunk, rows, status: s, created, updated, skipped }) => ({ chunk, rows, status: s, created, updated, skipped })) ??
+    p.chunkSizes.map((rows, chunk) => ({ chunk, rows, status: 'pending', created: 0, updated: 0, skipped: 0 }));
   const planned = p.chunkSizes.reduce((a, b) => a + b, 0);
   const completedRows = checkpoints.filter((c) => c.status === 'done').reduce((n, c) => n + c.rows, 0);
   const committing = p.commit?.state === 'committing';
@@ -144,7 +150,7 @@ export function previewView(p: PreviewRecord, now: Date): PreviewView {
     createdAt: p.createdAt.toISOString(),
     expiresAt: p.expiresAt.toISOString(),
     source: { format: 'json', schema: { schemaVersion: p.schema.schemaVersion, status: p.schema.status } },
-    summary: p.summary,
+    summary: { ...p.summary, problemsTruncated: p.summary.problemsTruncated ?? false },
     progress: {
       status: progressStatus,
       activeStep: status === 'blocked' ? 'validate' : status === 'committed' ? 'done' : committing ? 'write' : status === 'expired' ? 'expired' : 'commit',
@@ -172,9 +178,25 @@ export function commitView(p: PreviewRecord): CommitView {
     previewId: p._id,
     status: 'committed',
     summary: c.result,
-    errors: [...p.errors, ...p.conflicts, ...c.errors].sort((a, b) => a.row - b.row),
+    errors: commitErrors(p),
     committedAt: c.committedAt?.toISOString() ?? null,
   };
+}
+
+/**
+ * The commit's row errors: the preview's blocked rows, then each chunk's skipped rows (kept with its
+ * checkpoint), by row; at most MAX_PROBLEMS of them (the summary counts every skipped row).
+ */
+function commitErrors(p: PreviewRecord): RowError[] {
+  const all: RowError[] = [];
+  const add = (list: readonly RowError[] | undefined) => {
+    for (const e of list ?? []) all.push({ row: e.row, field: e.field, code: e.code });
+  };
+  add(p.errors);
+  add(p.conflicts);
+  add(p.commit?.errors);
+  for (const cp of p.commit?.checkpoints ?? []) add(cp.errors);
+  return all.sort((a, b) => a.row - b.row).slice(0, MAX_PROBLEMS);
 }
 
 export class ImportsCore {
@@ -192,6 +214,8 @@ export class ImportsCore {
     } catch {
       throw invalidInput('payload', "'payload' is not JSON");
     }
+    // Before anything walks it recursively (fingerprint, artifact): internal callers skip the gateway's check.
+    assertPayloadDepth(payload);
     const hash = requestFingerprint({ plan: input.plan, format: input.format, payload, ...(input.workspaceId ? { workspaceId: input.workspaceId } : {}) });
     const { repo, clock } = this.deps;
     const keyId = `${ownerOf(ctx.principal)}:${sha256Hex(key)}`;
@@ -210,11 +234,12 @@ export class ImportsCore {
       default:
         break;
     }
+    const token = begun.kind === 'new' || begun.kind === 'takeover' ? begun.token : '';
     try {
       const record = await this.buildPreview(ctx, input, payload, key, hash, keyId);
       return previewView(record, clock());
     } catch (err) {
-      if (!(err instanceof FailpointError)) await repo.abandonKey(keyId).catch(() => undefined);
+      if (!(err instanceof FailpointError)) await repo.abandonKey(keyId, token).catch(() => undefined);
       throw err;
     }
   }
@@ -245,8 +270,9 @@ export class ImportsCore {
     let storedTasks = 0;
     if (detected.status !== 'unsupported' && detected.rows) {
       const normalized = normalizeRows(detected.rows, detected.status, workspaceId);
-      errors.push(...normalized.errors);
-      conflicts.push(...normalized.conflicts);
+      // Loops, not push(...list): a list may hold more problems than a call takes arguments.
+      for (const e of normalized.errors) errors.push(e);
+      for (const c of normalized.conflicts) conflicts.push(c);
       const checks: { row: number; operation: string; issueId?: string; version: number; fieldsJson: string }[] = [];
       for (let i = 0; i < normalized.rows.length; i += CHECK_BATCH) {
         const batch = normalized.rows.slice(i, i + CHECK_BATCH).map((r) => ({ row: r.row, fieldsJson: JSON.stringify(r.fields) }));
@@ -260,12 +286,21 @@ export class ImportsCore {
       }
       // Two rows reaching the same task (one by id, one by externalId) are duplicates too.
       const byTask = new Map<string, number[]>();
-      for (const c of checks) if (c.issueId) byTask.set(c.issueId, [...(byTask.get(c.issueId) ?? []), c.row]);
+      for (const c of checks) {
+        if (!c.issueId) continue;
+        const rows = byTask.get(c.issueId);
+        if (rows) rows.push(c.row);
+        else byTask.set(c.issueId, [c.row]);
+      }
+      const duplicated = new Set<number>();
+      for (const x of conflicts) if (x.code.startsWith('duplicate')) duplicated.add(x.row);
       for (const rows of byTask.values()) {
         if (rows.length < 2) continue;
-        for (const row of rows) if (!conflicts.some((x) => x.row === row && x.code.startsWith('duplicate'))) conflicts.push({ row, field: 'id', code: 'duplicate-id' });
+        for (const row of rows) if (!duplicated.has(row)) conflicts.push({ row, field: 'id', code: 'duplicate-id' });
       }
-      const blocked = new Set([...errors, ...conflicts].map((e) => e.row));
+      const blocked = new Set<number>();
+      for (const e of errors) blocked.add(e.row);
+      for (const e of conflicts) blocked.add(e.row);
       for (const c of checks) {
         if (blocked.has(c.row)) continue;
         if (c.operation === 'update') updates += 1;
@@ -279,10 +314,13 @@ export class ImportsCore {
         });
       }
     }
-    const byRow = (a: RowError, b: RowError) => a.row - b.row;
-    errors.sort(byRow);
-    conflicts.sort(byRow);
-    const blockedRows = new Set([...errors, ...conflicts].map((e) => e.row)).size;
+    const blockedSet = new Set<number>();
+    for (const e of errors) blockedSet.add(e.row);
+    for (const e of conflicts) blockedSet.add(e.row);
+    const blockedRows = blockedSet.size;
+    // The lists are capped (per row and in all) so a preview stays one small document and message.
+    const listedErrors = capProblems(errors);
+    const listedConflicts = capProblems(conflicts);
 
     const importsUsed = await meter.used(workspaceId, 'imports', now);
     const importsLimit = quotas.imports;
@@ -310,11 +348,19 @@ export class ImportsCore {
       requestHash: hash,
       status,
       schema: { schemaVersion: detected.schemaVersion, status: detected.status },
-      summary: { totalRows: detected.rowCount, creates, updates, conflicts: conflicts.length, errors: errors.length, quotaExceeded: quotaIsExceeded },
+      summary: {
+        totalRows: detected.rowCount,
+        creates,
+        updates,
+        conflicts: conflicts.length,
+        errors: errors.length,
+        quotaExceeded: quotaIsExceeded,
+        problemsTruncated: listedErrors.truncated || listedConflicts.truncated,
+      },
       blockedRows,
       processedRows: detected.status === 'unsupported' ? 0 : detected.rowCount,
-      errors,
-      conflicts,
+      errors: listedErrors.kept,
+      conflicts: listedConflicts.kept,
       quotaImpact,
       artifact: artifactOf(payload, detected.rowCount),
       chunkSizes,
@@ -397,15 +443,18 @@ export class ImportsCore {
           throw new ServiceError('invalid-input', 'This preview expired: preview the payload again', { field: 'previewId', reason: 'preview-expired' });
         }
         const commitId = newId('imc');
+        const runner = randomUUID();
         const started = await outbox.transaction(async (session) => {
+          // Expiry is part of the condition: a preview that expires meanwhile is never taken.
           const updated = await repo.previews.findOneAndUpdate(
-            { _id: current._id, status: 'ready', commit: { $exists: false } },
+            { _id: current._id, status: 'ready', commit: { $exists: false }, expiresAt: { $gt: now } },
             {
               $set: {
                 commit: {
                   id: commitId,
                   state: 'committing',
                   ownerUntil,
+                  runner,
                   startedAt: now,
                   checkpoints: current.chunkSizes.map((rows, chunk) => ({ chunk, rows, status: 'pending', created: 0, updated: 0, skipped: 0 })),
                   errors: [],
@@ -429,7 +478,7 @@ export class ImportsCore {
       // The committing request's process died (or gave up): take the commit over and resume it.
       const resumed = await repo.previews.findOneAndUpdate(
         { _id: current._id, 'commit.id': current.commit.id, 'commit.state': 'committing', 'commit.ownerUntil': { $lte: now } },
-        { $set: { 'commit.ownerUntil': ownerUntil } },
+        { $set: { 'commit.ownerUntil': ownerUntil, 'commit.runner': randomUUID() } },
         { returnDocument: 'after' },
       );
       if (resumed) return resumed;
@@ -437,24 +486,33 @@ export class ImportsCore {
     throw conflict('idempotency-in-flight', 'This preview is being committed by another request; retry shortly');
   }
 
-  /** Writes the chunks not yet checkpointed, then marks the commit done. */
+  /**
+   * Writes the chunks not yet checkpointed, then marks the commit done. Every write is conditioned
+   * on this run's runner token: a runner that stalled past its lease while another took the commit
+   * over finds its token gone and stops, never rewriting the new owner's progress or lease.
+   */
   private async run(ctx: CallContext, preview: PreviewRecord, planId: PlanId): Promise<CommitView> {
     const { repo, clock, outbox } = this.deps;
     const commit = preview.commit;
-    if (!commit) throw new ServiceError('internal', 'Internal error');
+    if (!commit?.runner) throw new ServiceError('internal', 'Internal error');
+    const owned = { _id: preview._id, 'commit.id': commit.id, 'commit.state': 'committing', 'commit.runner': commit.runner };
+    const lost = () => conflict('idempotency-in-flight', 'This preview is being committed by another request; retry shortly');
     // The workspace's plan now (it may have changed since the preview).
     const quotas = PLANS[planId].quotas;
+    // This run owns the commit: its copy of the checkpoints is the stored one until it loses the lease.
     const checkpoints: Checkpoint[] = commit.checkpoints.map((c) => ({ ...c }));
-    const errors: RowError[] = [...commit.errors];
-    const release = () =>
-      repo.previews
-        .updateOne({ _id: preview._id, 'commit.id': commit.id, 'commit.state': 'committing' }, { $set: { 'commit.ownerUntil': clock() } })
-        .catch(() => undefined);
+    const release = () => repo.previews.updateOne(owned, { $set: { 'commit.ownerUntil': clock() } }).catch(() => undefined);
     try {
       for (const cp of checkpoints) {
         if (cp.status === 'done') continue;
         const chunk = await repo.chunk(preview._id, cp.chunk);
-        if (!chunk) throw new ServiceError('internal', 'Internal error');
+        if (!chunk) {
+          // The planned rows were swept (the commit was left unfinished past purgeAt): it cannot be finished.
+          throw new ServiceError('invalid-input', 'This preview expired before its commit was finished: preview the payload again', {
+            field: 'previewId',
+            reason: 'preview-expired',
+          });
+        }
         const now = clock();
         const res = await this.deps.issues.applyImportChunk(
           {
@@ -470,16 +528,17 @@ export class ImportsCore {
         );
         // The chunk is written in the issues store; a crash here loses only the checkpoint, and the resumed commit's replay restores it.
         failpoint('imports.after-chunk');
-        Object.assign(cp, { status: 'done', created: res.created, updated: res.updated, skipped: res.skipped });
-        const chunkErrors = res.errors.map((e) => ({ row: e.row, field: e.field, code: e.code }));
-        errors.push(...chunkErrors);
-        const saved = await repo.previews.updateOne(
-          { _id: preview._id, 'commit.id': commit.id, 'commit.state': 'committing' },
-          {
-            $set: { 'commit.checkpoints': checkpoints, 'commit.errors': errors, 'commit.ownerUntil': new Date(clock().getTime() + this.deps.commitLeaseMs) },
-          },
-        );
-        if (saved.matchedCount === 0) throw conflict('idempotency-in-flight', 'This preview is being committed by another request; retry shortly');
+        Object.assign(cp, {
+          status: 'done',
+          created: res.created,
+          updated: res.updated,
+          skipped: res.skipped,
+          errors: res.errors.map((e) => ({ row: e.row, field: e.field, code: e.code })),
+        });
+        const saved = await repo.previews.updateOne(owned, {
+          $set: { 'commit.checkpoints': checkpoints, 'commit.ownerUntil': new Date(clock().getTime() + this.deps.commitLeaseMs) },
+        });
+        if (saved.matchedCount === 0) throw lost();
       }
       const created = checkpoints.reduce((n, c) => n + c.created, 0);
       const updated = checkpoints.reduce((n, c) => n + c.updated, 0);
@@ -488,7 +547,7 @@ export class ImportsCore {
       const committedAt = clock();
       const done = await outbox.transaction(async (session) => {
         const finished = await repo.previews.findOneAndUpdate(
-          { _id: preview._id, 'commit.id': commit.id, 'commit.state': 'committing' },
+          owned,
           { $set: { status: 'committed', 'commit.state': 'committed', 'commit.result': result, 'commit.committedAt': committedAt }, $unset: { 'commit.ownerUntil': '' } },
           { returnDocument: 'after', session },
         );
@@ -505,7 +564,7 @@ export class ImportsCore {
         return finished;
       });
       const final = done ?? (await repo.get(preview._id));
-      if (!final?.commit?.result) throw conflict('idempotency-in-flight', 'This preview is being committed by another request; retry shortly');
+      if (!final?.commit?.result) throw lost();
       // The planned rows are no longer needed.
       await repo.chunks.deleteMany({ previewId: preview._id }).catch(() => undefined);
       return commitView(final);

@@ -14,6 +14,11 @@ export const IMPORT_SCHEMA_VERSION = '2026-11-22.issue-import.v1';
 /** Limits of DECISIONS §8. */
 export const MAX_IMPORT_ROWS = 10_000;
 export const MAX_IMPORT_BYTES = 10 * 1_048_576;
+/** How deeply a payload may nest arrays and objects (a row needs 4 levels: envelope, issues, row, labels). */
+export const MAX_PAYLOAD_DEPTH = 32;
+/** Row problems a preview lists per row, and in all (errors and conflicts each); the summary counts every one. */
+export const MAX_PROBLEMS_PER_ROW = 5;
+export const MAX_PROBLEMS = 10_000;
 
 export type SchemaStatus = 'current' | 'compatible' | 'legacy' | 'unsupported';
 
@@ -72,6 +77,54 @@ export const ROW_SCHEMA = {
     },
   },
 } as const;
+
+/**
+ * Whether `value` nests arrays and objects deeper than `max` levels (the value itself is level 1).
+ * Iterative, so a payload nested thousands deep is measured, not a stack overflow.
+ */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: { value: unknown; depth: number }[] = [{ value, depth: 1 }];
+  while (stack.length > 0) {
+    const { value: v, depth } = stack.pop() as { value: unknown; depth: number };
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    const children = Array.isArray(v) ? v : Object.values(v as Record<string, unknown>);
+    for (const child of children) if (child !== null && typeof child === 'object') stack.push({ value: child, depth: depth + 1 });
+  }
+  return false;
+}
+
+/** A 400 for a payload nested deeper than MAX_PAYLOAD_DEPTH. */
+export function assertPayloadDepth(payload: unknown): void {
+  if (nestedDeeperThan(payload, MAX_PAYLOAD_DEPTH)) {
+    throw invalidInput('payload', `'payload' nests arrays and objects more than ${MAX_PAYLOAD_DEPTH} levels deep`);
+  }
+}
+
+/**
+ * The problems a preview lists: sorted by row (stable), at most MAX_PROBLEMS_PER_ROW per row and
+ * MAX_PROBLEMS in all. `truncated` says some were left out.
+ */
+export function capProblems(problems: RowError[]): { kept: RowError[]; truncated: boolean } {
+  const sorted = problems.slice().sort((a, b) => a.row - b.row);
+  const kept: RowError[] = [];
+  let truncated = false;
+  let row = -1;
+  let ofRow = 0;
+  for (const p of sorted) {
+    if (p.row !== row) {
+      row = p.row;
+      ofRow = 0;
+    }
+    ofRow += 1;
+    if (ofRow > MAX_PROBLEMS_PER_ROW || kept.length >= MAX_PROBLEMS) {
+      truncated = true;
+      continue;
+    }
+    kept.push(p);
+  }
+  return { kept, truncated };
+}
 
 export interface DetectedSchema {
   status: SchemaStatus;

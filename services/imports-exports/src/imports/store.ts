@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { isDuplicateKeyError, type Collection, type DocumentStore, type StoredDocument, type StoreSession } from '@planning/store';
 import type { RowError, SchemaStatus } from './schema.js';
 
@@ -16,6 +17,8 @@ export interface Checkpoint {
   created: number;
   updated: number;
   skipped: number;
+  /** The chunk's row errors (why rows were skipped), kept with its checkpoint; never in the checkpoint's JSON. */
+  errors?: RowError[];
 }
 
 export interface QuotaImpact {
@@ -27,9 +30,12 @@ export interface CommitState {
   id: string;
   state: 'committing' | 'committed';
   ownerUntil?: Date;
+  /** The runner holding the lease (a random token per take or takeover): every write of a run is conditioned on it. */
+  runner?: string;
   startedAt: Date;
   committedAt?: Date;
   checkpoints: Checkpoint[];
+  /** Row errors of commits written before errors were kept per checkpoint. */
   errors: RowError[];
   result?: { created: number; updated: number; skipped: number; totalOperations: number };
 }
@@ -43,7 +49,7 @@ export interface PreviewRecord extends StoredDocument {
   requestHash: string;
   status: 'ready' | 'blocked' | 'committed';
   schema: { schemaVersion: string | null; status: SchemaStatus };
-  summary: { totalRows: number; creates: number; updates: number; conflicts: number; errors: number; quotaExceeded: boolean };
+  summary: { totalRows: number; creates: number; updates: number; conflicts: number; errors: number; quotaExceeded: boolean; problemsTruncated?: boolean };
   /** Rows that will not be written (errors or conflicts). */
   blockedRows: number;
   processedRows: number;
@@ -73,11 +79,13 @@ export interface KeyRecord extends StoredDocument {
   requestHash: string;
   state: 'in-flight' | 'done';
   ownerUntil?: Date;
+  /** The request holding the in-flight key (a random token per begin or takeover). */
+  holder?: string;
   previewId?: string;
   expiresAt: Date;
 }
 
-export type KeyBegin = { kind: 'new' | 'takeover' } | { kind: 'done'; previewId: string } | { kind: 'mismatch' } | { kind: 'in-flight' };
+export type KeyBegin = { kind: 'new' | 'takeover'; token: string } | { kind: 'done'; previewId: string } | { kind: 'mismatch' } | { kind: 'in-flight' };
 
 /** Keys answer for 24 h (DECISIONS §8). */
 export const KEY_TTL_MS = 24 * 3_600_000;
@@ -108,9 +116,11 @@ export class ImportRepository {
    * run; a record whose owner's lease passed (its process died) is taken over.
    */
   async beginKey(id: string, kind: KeyRecord['kind'], requestHash: string, now: Date, leaseMs: number): Promise<KeyBegin> {
+    const token = randomUUID();
     for (let attempt = 0; attempt < 5; attempt++) {
       try {
         await this.keys.insertOne({
+          holder: token,
           _id: id,
           kind,
           requestHash,
@@ -118,7 +128,7 @@ export class ImportRepository {
           ownerUntil: new Date(now.getTime() + leaseMs),
           expiresAt: new Date(now.getTime() + KEY_TTL_MS),
         });
-        return { kind: 'new' };
+        return { kind: 'new', token };
       } catch (err) {
         if (!isDuplicateKeyError(err)) throw err;
       }
@@ -133,10 +143,10 @@ export class ImportRepository {
       if (existing.ownerUntil && existing.ownerUntil > now) return { kind: 'in-flight' };
       const taken = await this.keys.findOneAndUpdate(
         { _id: id, state: 'in-flight', ownerUntil: { $lte: now } },
-        { $set: { ownerUntil: new Date(now.getTime() + leaseMs) } },
+        { $set: { ownerUntil: new Date(now.getTime() + leaseMs), holder: token } },
         { returnDocument: 'after' },
       );
-      if (taken) return { kind: 'takeover' };
+      if (taken) return { kind: 'takeover', token };
     }
     return { kind: 'in-flight' };
   }
@@ -145,8 +155,9 @@ export class ImportRepository {
     await this.keys.updateOne({ _id: id }, { $set: { state: 'done', previewId }, $unset: { ownerUntil: '' } }, session ? { session } : undefined);
   }
 
-  async abandonKey(id: string): Promise<void> {
-    await this.keys.deleteOne({ _id: id, state: 'in-flight' });
+  /** Gives up a key this request holds (`token` from beginKey): never one another request took over. */
+  async abandonKey(id: string, token: string): Promise<void> {
+    await this.keys.deleteOne({ _id: id, state: 'in-flight', holder: token });
   }
 
   get(id: string): Promise<PreviewRecord | null> {

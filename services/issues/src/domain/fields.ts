@@ -83,12 +83,22 @@ export function validateDate(value: unknown, field: string): string {
   return value;
 }
 
-/** An RFC 3339 timestamp, normalised to UTC with milliseconds. */
+const TIMESTAMP_PATTERN = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(Z|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * An RFC 3339 timestamp, normalised to UTC with milliseconds. Its parts must exist as written
+ * (no 2026-02-30, no hour 24, no minute 60): Date.parse would roll them over to another instant.
+ */
 export function validateTimestamp(value: unknown, field: string): string {
-  if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/.test(value)) {
-    throw invalidInput(field, `'${field}' must be an RFC 3339 timestamp`);
+  const match = typeof value === 'string' ? TIMESTAMP_PATTERN.exec(value) : null;
+  if (!match) throw invalidInput(field, `'${field}' must be an RFC 3339 timestamp`);
+  const [y, mo, d, h, mi, sec, , offH, offM] = [1, 2, 3, 4, 5, 6, 7, 9, 10].map((i) => Number(match[i] ?? 0)) as number[];
+  const day = new Date(Date.UTC(y as number, (mo as number) - 1, d));
+  const realDate = day.getUTCFullYear() === y && day.getUTCMonth() === (mo as number) - 1 && day.getUTCDate() === d;
+  if (!realDate || (h as number) > 23 || (mi as number) > 59 || (sec as number) > 59 || (offH as number) > 23 || (offM as number) > 59) {
+    throw invalidInput(field, `'${field}' is not a valid date and time`);
   }
-  const ms = Date.parse(value);
+  const ms = Date.parse(value as string);
   if (Number.isNaN(ms)) throw invalidInput(field, `'${field}' must be an RFC 3339 timestamp`);
   return new Date(ms).toISOString();
 }

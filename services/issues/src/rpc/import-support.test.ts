@@ -132,4 +132,42 @@ describe('imports: issues import support', () => {
     // Nothing was marked either: with room, the same chunk is written.
     expect(await chunk('imc_q', 0, [planned(1, { title: 'A' }), planned(2, { title: 'B' })], 3)).toMatchObject({ created: 2, replayed: false });
   });
+
+  it('imports: a create naming an externalId a task already carries is skipped as duplicate-external-id', async () => {
+    const first = await chunk('imc_e1', 0, [planned(1, { title: 'A', externalId: 'ext-1' })]);
+    expect(first).toMatchObject({ created: 1, skipped: 0 });
+    const second = await chunk('imc_e2', 0, [planned(1, { title: 'A', externalId: 'ext-1' }), planned(2, { title: 'B', externalId: 'ext-2' })]);
+    expect(second).toMatchObject({ created: 1, skipped: 1, errors: [{ row: 1, field: 'externalId', code: 'duplicate-external-id' }] });
+    expect(await count()).toBe(2);
+    expect(await h.planning.tasks.tasks.countDocuments({ workspaceId: ws, externalId: 'ext-1' })).toBe(1);
+  });
+
+  it('imports: concurrent commits creating one externalId leave one task, and the others skip the row', async () => {
+    const results = await Promise.all(Array.from({ length: 5 }, (_, i) => chunk(`imc_er${i}`, 0, [planned(1, { title: 'Race', externalId: 'ext-race' })])));
+    expect(results.reduce((n, r) => n + r.created, 0)).toBe(1);
+    for (const r of results.filter((x) => x.created === 0)) {
+      expect(r).toMatchObject({ skipped: 1, errors: [{ row: 1, field: 'externalId', code: 'duplicate-external-id' }] });
+    }
+    expect(await h.planning.tasks.tasks.countDocuments({ workspaceId: ws, externalId: 'ext-race' })).toBe(1);
+  });
+
+  it('imports: the stored-task room check counts only the rows the chunk will create', async () => {
+    await h.tasks.createTask({ projectId, title: 'One' }, owner);
+    await chunk('imc_r0', 0, [planned(1, { title: 'Seed', externalId: 'ext-r' })]);
+    // Room for one more: the row whose externalId exists is skipped, so the chunk fits.
+    const res = await chunk('imc_r1', 0, [planned(1, { title: 'Again', externalId: 'ext-r' }), planned(2, { title: 'Fits' })], 3);
+    expect(res).toMatchObject({ created: 1, skipped: 1 });
+    expect(await count()).toBe(3);
+  });
+
+  it('imports: an impossible updatedAt (2026-02-30) is a row error, not a rolled-over date', async () => {
+    const res = await call('checkImportRows', {
+      workspaceId: ws,
+      rows: [row(1, { title: 'A', updatedAt: '2026-02-30T00:00:00Z' }), row(2, { title: 'B', updatedAt: '2026-01-01T24:00:00Z' }), row(3, { title: 'C', updatedAt: '2026-01-31T23:59:59+01:00' })],
+    });
+    const by = new Map(res.checks.map((c) => [c.row, c]));
+    expect(by.get(1)!.errors.map((e) => `${e.field}:${e.code}`)).toEqual(['updatedAt:invalid']);
+    expect(by.get(2)!.errors.map((e) => `${e.field}:${e.code}`)).toEqual(['updatedAt:invalid']);
+    expect(by.get(3)!.errors).toEqual([]);
+  });
 });

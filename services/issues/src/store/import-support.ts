@@ -1,7 +1,7 @@
 import { ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
 import type { Outbox } from '@planning/outbox';
-import type { Collection, DocumentStore, StoredDocument, StoreSession } from '@planning/store';
+import { isDuplicateKeyError, type Collection, type DocumentStore, type StoredDocument, type StoreSession } from '@planning/store';
 import { isUnexpired } from '../domain/claims.js';
 import { assertNoDependencyCycle } from '../domain/dependencies.js';
 import { importedTaskId, newTaskOf, parseImportRow, type ParsedRow, type RowProblem } from '../domain/import-rows.js';
@@ -100,7 +100,8 @@ export class ImportSupportRepository {
     // A commit is resumed within days, never months: markers of old commits are swept.
     await markers.createIndexes([{ name: 'expiry_ttl', keys: { at: 1 }, expireAfterSeconds: 30 * 86_400 }]);
     await tasks.tasks.createIndexes([
-      { name: 'workspace_external_id', keys: { workspaceId: 1, externalId: 1 }, partialFilterExpression: { externalId: { $exists: true } } },
+      // Unique: one task per externalId in a workspace (a backstop to the check in applyChunk).
+      { name: 'workspace_external_id', keys: { workspaceId: 1, externalId: 1 }, unique: true, partialFilterExpression: { externalId: { $exists: true } } },
     ]);
     return new ImportSupportRepository(outbox, tasks, planning, markers);
   }
@@ -254,8 +255,24 @@ export class ImportSupportRepository {
     return { checks, storedTasks: await this.tasks.countInWorkspace(workspaceId) };
   }
 
-  /** Writes one chunk (see the class comment). A stored-task quota it would pass refuses the whole chunk. */
+  /**
+   * Writes one chunk (see the class comment). A stored-task quota its creates would pass refuses the
+   * whole chunk. A create naming an externalId a task of the workspace already carries (an earlier
+   * import of the same rows) is skipped as `duplicate-external-id`; the unique index on
+   * (workspaceId, externalId) backs this up against a concurrent commit: its duplicate-key error
+   * runs the chunk's transaction again, which then finds the task and skips the row.
+   */
   async applyChunk(req: ChunkRequest): Promise<ChunkResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.applyChunkOnce(req);
+      } catch (err) {
+        if (!isDuplicateKeyError(err) || attempt >= 5) throw err;
+      }
+    }
+  }
+
+  private async applyChunkOnce(req: ChunkRequest): Promise<ChunkResult> {
     const markerId = `${req.commitId}:${req.chunkIndex}`;
     return this.outbox.transaction(async (session) => {
       const done = await this.markers.findOne({ _id: markerId }, { session });
@@ -265,18 +282,50 @@ export class ImportSupportRepository {
         { _id: markerId, commitId: req.commitId, chunkIndex: req.chunkIndex, workspaceId: req.workspaceId, result: { created: 0, updated: 0, skipped: 0, errors: [] }, at: req.now },
         { session },
       );
-      // The stored-task quota is checked once for the chunk's creates: a chunk that would pass it is refused whole.
-      const creates = req.rows.filter((r) => r.operation === 'create').length;
-      await this.tasks.assertRoomFor(req.workspaceId, creates, { storedTaskLimit: req.storedTaskLimit, quotaResetsAt: req.quotaResetsAt }, session);
       const ctx = { actor: req.actor, now: req.now, moveActor: 'human' as const, storedTaskLimit: null, quotaResetsAt: req.quotaResetsAt };
       const result: Omit<ChunkResult, 'replayed'> = { created: 0, updated: 0, skipped: 0, errors: [] };
       const refs = this.references(session);
-      const skip = (row: number, problems: RowProblem[]): void => {
+      const skip = (row: number, problems: readonly RowProblem[]): void => {
         result.skipped += 1;
         for (const p of problems) result.errors.push({ row, ...p });
       };
-      for (const input of req.rows) {
-        const row = parseImportRow(input.fields);
+      const parsed = req.rows.map((input) => parseImportRow(input.fields));
+      // Creates are decided first (they depend on nothing the chunk's updates change), so the
+      // stored-task quota is checked for the rows that will be created, not the ones skipped.
+      const creates = new Map<number, { id: string; task: NonNullable<ReturnType<typeof newTaskOf>['task']>; externalId?: string } | { problems: RowProblem[] }>();
+      const externalIds = new Set<string>();
+      for (const [i, input] of req.rows.entries()) {
+        if (input.operation !== 'create') continue;
+        const row = parsed[i] as ParsedRow;
+        const id = importedTaskId(req.commitId, input.row);
+        if (await this.tasks.get(id, session)) {
+          // Written by this commit before (cannot happen with the marker; kept as a second guard).
+          creates.set(i, { problems: [] });
+          continue;
+        }
+        if (row.externalId !== undefined) {
+          const taken =
+            externalIds.has(row.externalId) ||
+            (await this.tasks.tasks.findOne({ workspaceId: req.workspaceId, externalId: row.externalId }, { projection: { _id: 1 }, session })) !== null;
+          if (taken) {
+            creates.set(i, { problems: [{ field: 'externalId', code: 'duplicate-external-id' }] });
+            continue;
+          }
+        }
+        const planned = await this.plan(req.workspaceId, row, undefined, req.now, refs, session);
+        const made = newTaskOf(row);
+        if (planned.errors.length > 0 || !made.task) {
+          creates.set(i, { problems: planned.errors });
+          continue;
+        }
+        if (row.externalId !== undefined) externalIds.add(row.externalId);
+        creates.set(i, { id, task: made.task, ...(row.externalId !== undefined ? { externalId: row.externalId } : {}) });
+      }
+      let creating = 0;
+      for (const c of creates.values()) if ('task' in c) creating += 1;
+      await this.tasks.assertRoomFor(req.workspaceId, creating, { storedTaskLimit: req.storedTaskLimit, quotaResetsAt: req.quotaResetsAt }, session);
+      for (const [i, input] of req.rows.entries()) {
+        const row = parsed[i] as ParsedRow;
         if (input.operation === 'update') {
           const current = input.issueId ? await this.tasks.get(input.issueId, session) : null;
           if (!current || current.workspaceId !== req.workspaceId) {
@@ -301,21 +350,14 @@ export class ImportSupportRepository {
           result.updated += 1;
           continue;
         }
-        const id = importedTaskId(req.commitId, input.row);
-        if (await this.tasks.get(id, session)) {
-          // Written by this commit before (cannot happen with the marker; kept as a second guard).
-          skip(input.row, []);
+        const create = creates.get(i);
+        if (!create || !('task' in create)) {
+          skip(input.row, create?.problems ?? []);
           continue;
         }
-        const planned = await this.plan(req.workspaceId, row, undefined, req.now, refs, session);
-        const made = newTaskOf(row);
-        if (planned.errors.length > 0 || !made.task) {
-          skip(input.row, planned.errors);
-          continue;
-        }
-        await this.tasks.createInSession(req.workspaceId, made.task, ctx, session, {
-          id,
-          ...(row.externalId !== undefined ? { extra: { externalId: row.externalId } } : {}),
+        await this.tasks.createInSession(req.workspaceId, create.task, ctx, session, {
+          id: create.id,
+          ...(create.externalId !== undefined ? { extra: { externalId: create.externalId } } : {}),
         });
         result.created += 1;
       }
