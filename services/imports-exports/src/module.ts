@@ -65,6 +65,8 @@ export const importsExportsModule: ModuleDefinition<ImportsExportsSettings> = {
       clock: () => new Date(),
       retentionSeconds: settings.EXPORT_RETENTION_SECONDS,
       maxBytes: settings.EXPORT_MAX_BYTES,
+      deadlineMs: settings.EXPORT_DEADLINE_MS,
+      maxConcurrentPerWorkspace: settings.EXPORT_MAX_CONCURRENT_PER_WORKSPACE,
     });
     rpc.addService(ExportService, createExportService(exportsCore));
     // JSON issue imports (docs/imports.md): previews and chunked, resumable commits.

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import { ServiceError } from '@planning/errors';
 import { EXPORT_FORMATS, PLAN_IDS } from '@planning/plans';
+import type { RpcCallOptions } from '@planning/rpc';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { exportEntryJson, exportEntrySchema } from './exports-json.js';
@@ -95,6 +96,36 @@ const historyResponse = {
   },
 } as const;
 
+/**
+ * How long the gateway waits for CreateExport: longer than the service's own export deadline may
+ * be set (EXPORT_DEADLINE_MS, at most 600 s), so the service always stops an export, unrecorded
+ * and refunded, and answers before the gateway gives up on it (docs/exports.md).
+ */
+export const EXPORT_CALL_DEADLINE_MS = 630_000;
+
+/**
+ * The artifact's chunks as the response streams them: the first from CreateExport's answer, later
+ * ones fetched one at a time. When the stream ends early (the client went away, a chunk failed)
+ * the unread chunks are released at once rather than waiting out their 10 minutes.
+ */
+export async function* artifactChunks(
+  exports: Pick<GatewayDeps['rpc']['exports'], 'readExportArtifact' | 'releaseExportArtifact'>,
+  artifact: { exportId: string; firstChunk: Uint8Array; chunkCount: number },
+  options: RpcCallOptions,
+): AsyncGenerator<Buffer> {
+  let complete = artifact.chunkCount <= 1;
+  try {
+    yield Buffer.from(artifact.firstChunk);
+    for (let index = 1; index < artifact.chunkCount; index++) {
+      const next = await exports.readExportArtifact({ exportId: artifact.exportId, index }, options);
+      yield Buffer.from(next.chunk);
+    }
+    complete = true;
+  } finally {
+    if (!complete) await exports.releaseExportArtifact({ exportId: artifact.exportId }, options).catch(() => undefined);
+  }
+}
+
 /** Issue exports (API document endpoints 19–20; docs/exports.md). */
 export async function exportRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   const exports = deps.rpc.exports;
@@ -126,6 +157,13 @@ export async function exportRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     async (request, reply) => {
       const q = request.query;
       const options = { principal: request.principal };
+      // A client that disconnects before the artifact is ready cancels the export: the service
+      // then neither records nor counts it.
+      const cancel = new AbortController();
+      const onClose = (): void => {
+        if (!reply.raw.writableEnded) cancel.abort();
+      };
+      reply.raw.once('close', onClose);
       const result = await exports.createExport(
         {
           workspaceId: q.workspaceId,
@@ -147,8 +185,8 @@ export async function exportRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
             direction: q.direction,
           },
         },
-        options,
-      );
+        { ...options, deadlineMs: EXPORT_CALL_DEADLINE_MS, signal: cancel.signal },
+      ).finally(() => reply.raw.off('close', onClose));
       const entry = result.entry;
       if (!entry) throw new ServiceError('internal', 'Internal error');
       void reply
@@ -160,14 +198,7 @@ export async function exportRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
         .header('content-length', String(entry.bytes));
       if (result.chunkCount <= 1) return reply.send(Buffer.from(result.firstChunk));
       // A large artifact: its later chunks are fetched one at a time while the response streams.
-      const chunks = async function* () {
-        yield Buffer.from(result.firstChunk);
-        for (let index = 1; index < result.chunkCount; index++) {
-          const next = await exports.readExportArtifact({ exportId: entry.id, index }, options);
-          yield Buffer.from(next.chunk);
-        }
-      };
-      return reply.send(Readable.from(chunks()));
+      return reply.send(Readable.from(artifactChunks(exports, { exportId: entry.id, firstChunk: result.firstChunk, chunkCount: result.chunkCount }, options)));
     },
   );
 

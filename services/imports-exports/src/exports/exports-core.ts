@@ -13,15 +13,25 @@ import { EXPORT_FORMATS, PLANS, type ExportFormat, type PlanId } from '@planning
 import type { CallContext, Principal } from '@planning/rpc';
 import { failpoint } from '@planning/runtime';
 import type { ExportHistoryRecord, ExportHistoryRepository } from '../store/export-history.js';
-import { hasFilters, redactFilters, type ExportFilterValues } from './filters.js';
+import { hasFiltersOrOrder, redactFilters, type ExportFilterValues } from './filters.js';
 import { EXPORT_SCHEMA_VERSION, renderBackup, renderCsv, renderJson, renderMarkdown, type Artifact } from './formats.js';
-import { findWorkspace, readBackup, readIssues, SizeBudget, tooLarge, type IssuesClients } from './reader.js';
+import { findWorkspace, readBackup, readIssues, SizeBudget, tooLarge, type IssuesClients, type ReadControl } from './reader.js';
 
 /** The access an export and its history need (DECISIONS §1: exports are an admin action). */
 export const EXPORT_REQUIREMENT = { action: 'manage', scope: 'admin' } as const;
 
 /** Artifacts travel to the gateway in chunks of this size (well under gRPC's 4 MiB default). */
 export const CHUNK_BYTES = 1_048_576;
+
+/**
+ * An export is not recorded when less than this remains of its caller's deadline: the answer
+ * would likely arrive after the caller stopped waiting, leaving a recorded, metered export nobody
+ * received.
+ */
+export const RECORD_MARGIN_MS = 2_000;
+
+/** Seconds a client refused for too many concurrent exports is asked to wait. */
+const BUSY_RETRY_AFTER_SECONDS = 5;
 
 export interface ExportsCoreDeps {
   history: ExportHistoryRepository;
@@ -32,6 +42,10 @@ export interface ExportsCoreDeps {
   clock: () => Date;
   retentionSeconds: number;
   maxBytes: number;
+  /** EXPORT_DEADLINE_MS: the longest an export may take, request to record. */
+  deadlineMs: number;
+  /** EXPORT_MAX_CONCURRENT_PER_WORKSPACE: exports of one workspace building at once (this process). */
+  maxConcurrentPerWorkspace: number;
 }
 
 export interface ExportRequest {
@@ -66,7 +80,13 @@ export function chunk(bytes: Buffer, size = CHUNK_BYTES): Buffer[] {
   return out;
 }
 
+/** The caller of an RPC, or a test's bare principal (no deadline, never cancelled). */
+type Caller = CallContext | { principal: Principal; signal?: AbortSignal; deadline?: Date | undefined };
+
 export class ExportsCore {
+  /** Exports being built per workspace in this process (EXPORT_MAX_CONCURRENT_PER_WORKSPACE). */
+  private readonly running = new Map<string, number>();
+
   constructor(private readonly deps: ExportsCoreDeps) {}
 
   /** The retention of new entries in days (DECISIONS §9: 30). */
@@ -78,7 +98,7 @@ export class ExportsCore {
    * Names the workspace by id or slug (both: they must agree), then authorizes the caller. A
    * slug or id nobody (or the caller's token) can see is 404, as ids are everywhere.
    */
-  async workspace(ctx: CallContext | { principal: Principal }, by: { workspaceId?: string; workspaceSlug?: string }) {
+  async workspace(ctx: Caller, by: { workspaceId?: string; workspaceSlug?: string }) {
     const { workspaceId, workspaceSlug } = by;
     if (!workspaceId && !workspaceSlug) {
       throw new ServiceError('invalid-input', "'workspaceSlug' or 'workspaceId' is required", { field: 'workspaceSlug' });
@@ -89,28 +109,33 @@ export class ExportsCore {
     if (workspaceSlug !== undefined && !SLUG_PATTERN.test(workspaceSlug)) {
       throw new ServiceError('invalid-input', "'workspaceSlug' is not a valid slug", { field: 'workspaceSlug' });
     }
-    let id = workspaceId;
     if (workspaceSlug) {
       const bySlug = await findWorkspace(this.deps.issues, { slug: workspaceSlug });
       if (!bySlug) throw new ServiceError('not-found', 'Workspace not found');
-      if (id !== undefined && id !== bySlug.id) {
+      // Authorized before anything about it is told: a token of another workspace hears 404,
+      // exactly as for a slug nobody has, and only then may a mismatch with workspaceId be named.
+      const access = await authorizeWorkspace(this.deps.access, ctx, bySlug.id, EXPORT_REQUIREMENT);
+      if (workspaceId !== undefined && workspaceId !== bySlug.id) {
         throw new ServiceError('invalid-input', "'workspaceSlug' and 'workspaceId' name different workspaces", { field: 'workspaceSlug' });
       }
-      id = bySlug.id;
+      return { ...bySlug, planId: access.planId };
     }
-    const access = await authorizeWorkspace(this.deps.access, ctx, id!, EXPORT_REQUIREMENT);
-    const found = await findWorkspace(this.deps.issues, { id: id! });
+    const id = workspaceId!;
+    const access = await authorizeWorkspace(this.deps.access, ctx, id, EXPORT_REQUIREMENT);
+    const found = await findWorkspace(this.deps.issues, { id });
     if (!found) throw new ServiceError('not-found', 'Workspace not found');
     return { ...found, planId: access.planId };
   }
 
-  async create(ctx: CallContext | { principal: Principal }, request: ExportRequest): Promise<ExportResult> {
+  async create(ctx: Caller, request: ExportRequest): Promise<ExportResult> {
     if (!(EXPORT_FORMATS as readonly string[]).includes(request.format)) {
       throw new ServiceError('invalid-input', `'format' must be one of ${EXPORT_FORMATS.join(', ')}`, { field: 'format' });
     }
     const format = request.format as ExportFormat;
-    if (format === 'backup' && hasFilters(request.filters)) {
-      throw new ServiceError('invalid-input', 'A backup holds the whole workspace and takes no filters', { field: 'format' });
+    if (format === 'backup' && hasFiltersOrOrder(request.filters)) {
+      throw new ServiceError('invalid-input', 'A backup holds the whole workspace in creation order and takes no filters, sort or direction', {
+        field: 'format',
+      });
     }
     const workspace = await this.workspace(ctx, request);
     // The plan is the workspace's (DECISIONS §2): a client cannot claim another one.
@@ -123,18 +148,60 @@ export class ExportsCore {
       await this.deny(workspace.id, actor, format, 'not-entitled');
       throw new ServiceError('not-entitled', `The ${workspace.planId} plan does not include ${format} exports`);
     }
-    const now = this.deps.clock();
-    const decision = await this.deps.meter.tryConsume({ workspaceId: workspace.id, kind: 'exports', limit: plan.quotas.exports, now });
-    if (!decision.allowed) {
-      await this.deny(workspace.id, actor, format, 'quota-exceeded');
-      throw quotaExceeded('exports', decision);
+    // A slot before the quota: a refused export costs nothing.
+    const running = this.running.get(workspace.id) ?? 0;
+    if (running >= this.deps.maxConcurrentPerWorkspace) {
+      throw new ServiceError(
+        'rate-limited',
+        `At most ${this.deps.maxConcurrentPerWorkspace} exports of a workspace run at once; retry when one has finished`,
+        { retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS },
+      );
     }
-    const state = { recorded: false };
+    this.running.set(workspace.id, running + 1);
+    // The export stops when its caller goes away (the gateway cancels the call when the HTTP
+    // client disconnects), when the caller's deadline passes, or after EXPORT_DEADLINE_MS.
+    const own = new AbortController();
+    const timer = setTimeout(
+      () =>
+        own.abort(
+          new ServiceError(
+            'unavailable',
+            `The export did not finish within ${this.deps.deadlineMs / 1_000} s and was neither recorded nor counted; narrow it with filters`,
+          ),
+        ),
+      this.deps.deadlineMs,
+    );
+    const signal = 'signal' in ctx && ctx.signal ? AbortSignal.any([own.signal, ctx.signal]) : own.signal;
+    const ownDeadline = new Date(Date.now() + this.deps.deadlineMs);
+    const callerDeadline = 'deadline' in ctx ? ctx.deadline : undefined;
+    const control: ExportControl = {
+      signal,
+      deadline: callerDeadline && callerDeadline < ownDeadline ? callerDeadline : ownDeadline,
+      callerDeadline,
+    };
     try {
-      return await this.build(workspace, format, request.filters, actor, now, state);
+      const now = this.deps.clock();
+      const decision = await this.deps.meter.tryConsume({ workspaceId: workspace.id, kind: 'exports', limit: plan.quotas.exports, now });
+      if (!decision.allowed) {
+        await this.deny(workspace.id, actor, format, 'quota-exceeded');
+        throw quotaExceeded('exports', decision);
+      }
+      const state = { recorded: false };
+      try {
+        return await this.build(workspace, format, request.filters, actor, now, state, control);
+      } catch (err) {
+        // A call that failed because the export was stopped reports why it was stopped.
+        if (signal.aborted) throw stopReason(signal);
+        throw err;
+      } finally {
+        // The export did not happen (bad filter, too large, stopped, a failure): its quota is given back.
+        if (!state.recorded) await this.deps.meter.refund({ workspaceId: workspace.id, kind: 'exports', period: decision.period }).catch(() => undefined);
+      }
     } finally {
-      // The export did not happen (bad filter, too large, a failure): its quota is given back.
-      if (!state.recorded) await this.deps.meter.refund({ workspaceId: workspace.id, kind: 'exports', period: decision.period }).catch(() => undefined);
+      clearTimeout(timer);
+      const left = (this.running.get(workspace.id) ?? 1) - 1;
+      if (left > 0) this.running.set(workspace.id, left);
+      else this.running.delete(workspace.id);
     }
   }
 
@@ -145,17 +212,18 @@ export class ExportsCore {
     actor: { type: string; id: string },
     now: Date,
     state: { recorded: boolean },
+    control: ExportControl,
   ): Promise<ExportResult> {
     const budget = new SizeBudget(this.deps.maxBytes);
     const exportedAt = now.toISOString();
     let artifact: Artifact;
     let issueCount: number;
     if (format === 'backup') {
-      const records = await readBackup(this.deps.issues, workspace, budget);
+      const records = await readBackup(this.deps.issues, workspace, budget, control);
       artifact = renderBackup({ exportedAt }, records);
       issueCount = records.issues.length;
     } else {
-      const issues = await readIssues(this.deps.issues, workspace.id, filters, budget);
+      const issues = await readIssues(this.deps.issues, workspace.id, filters, budget, control);
       const meta = { exportedAt, slug: workspace.slug };
       artifact = format === 'json' ? renderJson(meta, issues) : format === 'csv' ? renderCsv(issues) : renderMarkdown(meta, issues);
       issueCount = issues.length;
@@ -172,19 +240,40 @@ export class ExportsCore {
       schemaVersion: EXPORT_SCHEMA_VERSION,
       createdAt: now,
       expiresAt,
-      filters: redactFilters(workspace.id, filters),
+      filters: redactFilters(await this.deps.history.filterKey(workspace.id, now), filters),
       sha256: createHash('sha256').update(artifact.bytes).digest('hex'),
       bytes: artifact.bytes.length,
       issueCount,
       auditEventIds: [],
       actor,
     };
-    failpoint('export.before-record');
+    // Later chunks are stored before the record: an export whose chunks could not be kept fails
+    // unrecorded (and is refunded) rather than being recorded and never delivered.
+    const chunks = chunk(artifact.bytes);
+    await this.deps.history.putChunks(id, actor.id, chunks.slice(1), now);
+    try {
+      // The last moment to give up: a stopped export, or one whose caller is about to stop
+      // waiting, is not recorded, and its quota is given back.
+      ensureTime(control);
+      failpoint('export.before-record');
+      await this.record(entry, workspace.id, actor, format, issueCount);
+    } catch (err) {
+      await this.deps.history.releaseChunks(id, actor.id).catch(() => undefined);
+      throw err;
+    }
+    state.recorded = true;
+    const stamp = exportedAt.slice(0, 19).replace(/[-:]/g, '').replace('T', '-');
+    return { entry, artifact, chunks, fileName: `${workspace.slug}-issues-${stamp}.${artifact.extension}` };
+  }
+
+  /** The history entry and its `export.created` event, in one outbox transaction. */
+  private async record(entry: ExportHistoryRecord, workspaceId: string, actor: { type: string; id: string }, format: ExportFormat, issueCount: number): Promise<void> {
+    const id = entry._id;
     await this.deps.outbox.transaction(async (session) => {
       const event = await this.deps.outbox.add(
         {
           type: 'export.created',
-          workspaceId: workspace.id,
+          workspaceId,
           actor,
           data: {
             subject: { type: 'export', id },
@@ -206,11 +295,6 @@ export class ExportsCore {
       entry.auditEventIds = [event.id];
       await this.deps.history.insert(entry, session);
     });
-    state.recorded = true;
-    const chunks = chunk(artifact.bytes);
-    await this.deps.history.putChunks(id, actor.id, chunks.slice(1), now);
-    const stamp = exportedAt.slice(0, 19).replace(/[-:]/g, '').replace('T', '-');
-    return { entry, artifact, chunks, fileName: `${workspace.slug}-issues-${stamp}.${artifact.extension}` };
   }
 
   /** A refused export, audited with its reason (ids only). */
@@ -236,8 +320,14 @@ export class ExportsCore {
     return found;
   }
 
+  /** Drops the unread chunks of the principal's export (its download ended early). */
+  async release(principal: Principal, exportId: string): Promise<void> {
+    if (!ID_PATTERN.test(exportId)) throw new ServiceError('invalid-input', "'exportId' is not a valid id", { field: 'exportId' });
+    await this.deps.history.releaseChunks(exportId, actorOf(principal).id);
+  }
+
   async history(
-    ctx: CallContext | { principal: Principal },
+    ctx: Caller,
     request: { workspaceId?: string; workspaceSlug?: string; limit?: number; cursor?: string },
   ): Promise<{ entries: ExportHistoryRecord[]; nextCursor?: string }> {
     const limit = request.limit ?? 500;
@@ -256,5 +346,25 @@ export class ExportsCore {
       entries: page.entries,
       ...(page.more && last ? { nextCursor: Buffer.from(last._id, 'utf8').toString('base64url') } : {}),
     };
+  }
+}
+
+interface ExportControl extends ReadControl {
+  signal: AbortSignal;
+  /** The caller's own deadline, if it gave one. */
+  callerDeadline: Date | undefined;
+}
+
+/** Why a stopped export stopped, as the error its caller gets (never a 500). */
+function stopReason(signal: AbortSignal): ServiceError {
+  const reason: unknown = signal.reason;
+  return reason instanceof ServiceError ? reason : new ServiceError('unavailable', 'The export was cancelled; nothing was recorded or counted');
+}
+
+/** Throws when the export was stopped or its caller's deadline is (nearly) over. */
+function ensureTime(control: ExportControl): void {
+  if (control.signal.aborted) throw stopReason(control.signal);
+  if (control.callerDeadline && control.callerDeadline.getTime() - Date.now() < RECORD_MARGIN_MS) {
+    throw new ServiceError('unavailable', "The export finished too close to the caller's deadline; it was neither recorded nor counted");
   }
 }

@@ -34,25 +34,25 @@ const PLAIN = ['dependencyState', 'sort', 'direction'] as const;
 export const REDACTED_TEXT = '[redacted]';
 
 /**
- * `h:` and 12 hex digits of an HMAC keyed by the workspace id: the same filter value gives the
- * same hash within a workspace (entries can be compared), different workspaces differ, and the
- * value itself cannot be read back. Ids are random (80 bits), so the short hash does not make
- * guessing practical.
+ * `h:` and 12 hex digits of an HMAC keyed by the workspace's secret filter key (random, kept in the
+ * service's store, never shown; ExportHistoryRepository.filterKey): the same filter value gives the
+ * same hash within a workspace (entries can be compared), different workspaces differ, and without
+ * the key a hash can be neither recomputed nor matched against a list of likely labels or agent ids.
  */
-export function shortHash(workspaceId: string, value: string): string {
-  return `h:${createHmac('sha256', `export-filter:${workspaceId}`).update(value).digest('hex').slice(0, 12)}`;
+export function shortHash(key: Buffer | string, value: string): string {
+  return `h:${createHmac('sha256', key).update(value).digest('hex').slice(0, 12)}`;
 }
 
-export function redactFilters(workspaceId: string, filters: ExportFilterValues): RedactedFilter[] {
+export function redactFilters(key: Buffer | string, filters: ExportFilterValues): RedactedFilter[] {
   const out: RedactedFilter[] = [];
   for (const name of HASHED) {
     const value = filters[name];
-    if (value) out.push({ name, values: [shortHash(workspaceId, value)] });
+    if (value) out.push({ name, values: [shortHash(key, value)] });
   }
   if (filters.status.length > 0) out.push({ name: 'status', values: [...filters.status] });
   if (filters.priority.length > 0) out.push({ name: 'priority', values: [...filters.priority] });
   // Labels are free text of the workspace: hashed like ids.
-  if (filters.labels.length > 0) out.push({ name: 'label', values: filters.labels.map((l) => shortHash(workspaceId, l)) });
+  if (filters.labels.length > 0) out.push({ name: 'label', values: filters.labels.map((l) => shortHash(key, l)) });
   if (filters.q) out.push({ name: 'q', values: [REDACTED_TEXT] });
   for (const name of PLAIN) {
     const value = filters[name];
@@ -61,7 +61,12 @@ export function redactFilters(workspaceId: string, filters: ExportFilterValues):
   return out;
 }
 
-/** True when any filter narrows the task set (a backup takes none). */
+/** True when any filter narrows the task set. */
 export function hasFilters(filters: ExportFilterValues): boolean {
   return redactFilters('', filters).some((f) => f.name !== 'sort' && f.name !== 'direction');
+}
+
+/** True when any filter or an order is given: a backup takes neither (it is the whole workspace, in creation order). */
+export function hasFiltersOrOrder(filters: ExportFilterValues): boolean {
+  return redactFilters('', filters).length > 0;
 }

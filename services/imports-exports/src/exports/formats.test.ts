@@ -6,6 +6,7 @@ import {
   escapeMarkdown,
   groupByStatus,
   neutraliseCell,
+  parseListCell,
   renderBackup,
   renderCsv,
   renderJson,
@@ -46,6 +47,31 @@ describe('exports: CSV', () => {
     expect(neutraliseCell('\r=1')).toBe("'\r=1");
     expect(neutraliseCell('plain = text')).toBe('plain = text');
     expect(neutraliseCell('')).toBe('');
+  });
+
+  it('exports: csv neutralises formulas behind leading white space or control characters, and full-width signs', () => {
+    for (const cell of ['\n=1+1', ' =1+1', '\u3000=1+1', '\u00a0@SUM(A1)', '\u200b=1', '\uFF1DHYPERLINK("http://evil")', '\uFF0B1', '\uFF0D1', '\uFF20x', '\r\n-1']) {
+      expect(neutraliseCell(cell)).toBe(`'${cell}`);
+    }
+    // A cell that starts with a quote gets one more, so removing one leading quote is always exact.
+    expect(neutraliseCell("'quoted")).toBe("''quoted");
+    expect(neutraliseCell('a =1')).toBe('a =1');
+  });
+
+  it('exports: csv list cells are quoted, each element neutralised, and ";" in a label round-trips', () => {
+    const labels = ['ok', "=cmd|' /C calc'!A0", 'a;=HYPERLINK("x")', '50%;off', ' +1', "'x"];
+    const { bytes } = renderCsv([issue({ labels, dependencies: ['iss_a', 'iss_b'] })]);
+    const text = bytes.toString('utf8');
+    const rows = parseCsv(bytes);
+    const cell = rows[1]![CSV_COLUMNS.indexOf('labels')]!;
+    // Split as a spreadsheet with ";" as its list separator would: no piece starts a formula.
+    for (const piece of cell.split(';')) expect(piece).not.toMatch(/^[\p{White_Space}\p{Cc}]*[=+\-@\uFF1D\uFF0B\uFF0D\uFF20]/u);
+    expect(cell.split(';')).toHaveLength(labels.length);
+    expect(parseListCell(cell)).toEqual(labels);
+    expect(text).toContain(`"${cell.replace(/"/g, '""')}"`);
+    expect(text).toContain('"iss_a;iss_b"');
+    expect(parseListCell(rows[1]![CSV_COLUMNS.indexOf('dependencies')]!)).toEqual(['iss_a', 'iss_b']);
+    expect(parseListCell('')).toEqual([]);
   });
 
   it('exports: csv has a header row, CRLF line ends, and round-trips quotes, commas and line breaks', () => {
@@ -105,10 +131,29 @@ describe('exports: Markdown', () => {
   });
 
   it('exports: markdown escapes task text so it cannot add headings, links or tags', () => {
-    expect(escapeMarkdown('# [x](http://e) <img src=x>\n## y')).toBe('\\# \\[x\\]\\(http://e\\) \\<img src=x\\> \\#\\# y');
+    expect(escapeMarkdown('# [x](http://e) <img src=x>\n## y')).toBe('\\# \\[x\\]\\(`http://e)` \\<img src=x\\> \\#\\# y');
     const text = renderMarkdown({ exportedAt: 'now', slug: 's' }, [issue({ title: '# Owned\n## [link](javascript:x)' })]).bytes.toString('utf8');
     expect(text.split('\n').filter((l) => l.startsWith('#'))).toEqual(['# Issues of s', '## Ready (1)']);
     expect(text).not.toContain('[link]');
+  });
+});
+
+describe('exports: Markdown autolinks', () => {
+  it('exports: markdown puts what GFM would autolink (URLs, www., e-mail) in code spans', () => {
+    const title = 'See https://evil.example/x?a=1 or www.evil.example and mail boss@evil.example now, `tick` http://a.b/`c`';
+    const line = renderMarkdown({ exportedAt: 'now', slug: 's' }, [issue({ title, labels: ['http://l.example'] })])
+      .bytes.toString('utf8')
+      .split('\n')
+      .find((l) => l.startsWith('- '))!;
+    expect(line).toContain('`https://evil.example/x?a=1`');
+    expect(line).toContain('`www.evil.example`');
+    expect(line).toContain('`boss@evil.example`');
+    // A URL holding backticks gets a longer fence; backticks of the text itself are escaped.
+    expect(line).toContain('`` http://a.b/`c` ``');
+    expect(line).toContain('\\`tick\\`');
+    // Outside code spans nothing autolinkable is left.
+    const outside = line.replace(/`` .*? ``/g, ' ').replace(/(?<!\\)`[^`]*(?<!\\)`/g, ' ');
+    expect(outside).not.toMatch(/:\/\/|www\.|@[\w-]+\./);
   });
 });
 

@@ -137,16 +137,44 @@ export const CSV_COLUMNS = [
   'description',
 ] as const;
 
-/** Joins list cells (labels, dependencies); neither labels nor ids contain it. */
+/** Joins list cells (labels, dependencies). Inside an element it is written `%3B` (and `%` as `%25`). */
 export const CSV_LIST_SEPARATOR = ';';
 
+/** The list columns: always quoted, each element encoded and neutralised on its own. */
+const CSV_LIST_COLUMNS: ReadonlySet<string> = new Set(['labels', 'dependencies']);
+
 /**
- * A cell a spreadsheet would run as a formula (OWASP "CSV injection": `=`, `+`, `-`, `@`, and tab
- * or carriage return, which some spreadsheets strip before looking) gets a leading single quote,
- * so it shows as text. Quoting (commas, quotes, line breaks) is left to csv-stringify.
+ * What a spreadsheet may run as a formula (OWASP "CSV injection"): `=`, `+`, `-`, `@` and their
+ * full-width (U+FF1D, U+FF0B, U+FF0D, U+FF20) and small (U+FE66, U+FE62, U+FE63, U+FE6B) forms,
+ * which some spreadsheets fold to ASCII, after any leading white space, control or format
+ * characters (line breaks, tabs, U+3000, zero-width ones), which some spreadsheets strip first.
+ */
+const FORMULA_START = /^[\p{White_Space}\p{Cc}\p{Cf}]*[=+\-@\uFF1D\uFF0B\uFF0D\uFF20\uFE66\uFE62\uFE63\uFE6B]/u;
+
+/**
+ * A cell a spreadsheet would run as a formula, or that begins with a tab or carriage return, gets
+ * a leading single quote so it shows as text. A cell that itself begins with `'` gets one too, so a
+ * reader recovers the original exactly by removing one leading `'` from every cell that has one.
+ * Quoting (commas, quotes, line breaks) is left to csv-stringify.
  */
 export function neutraliseCell(value: string): string {
-  return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return FORMULA_START.test(value) || /^[\t\r']/.test(value) ? `'${value}` : value;
+}
+
+/** One element of a list cell: `%` and `;` percent-encoded (so `;` only separates), then neutralised. */
+export function listElement(value: string): string {
+  return neutraliseCell(value.replace(/%/g, '%25').replace(/;/g, '%3B'));
+}
+
+/** A list cell: its elements encoded and neutralised one by one, joined with `;`. */
+export function listCell(values: readonly string[]): string {
+  return values.map(listElement).join(CSV_LIST_SEPARATOR);
+}
+
+/** The elements of a list cell as written by listCell (what a reader does to get them back). */
+export function parseListCell(cell: string): string[] {
+  if (cell === '') return [];
+  return cell.split(CSV_LIST_SEPARATOR).map((e) => (e.startsWith("'") ? e.slice(1) : e).replace(/%3B/gi, ';').replace(/%25/g, '%'));
 }
 
 export function csvRow(issue: ExportIssue): string[] {
@@ -157,28 +185,34 @@ export function csvRow(issue: ExportIssue): string[] {
     title: issue.title,
     status: issue.status,
     priority: issue.priority,
-    labels: issue.labels.join(CSV_LIST_SEPARATOR),
+    labels: listCell(issue.labels),
     milestoneId: issue.milestoneId ?? '',
     initiativeId: issue.initiativeId ?? '',
     parentId: issue.parentId ?? '',
     dueDate: issue.dueDate ?? '',
     estimate: issue.estimate === undefined ? '' : String(issue.estimate),
-    dependencies: issue.dependencies.join(CSV_LIST_SEPARATOR),
+    dependencies: listCell(issue.dependencies),
     assignedAgentId: issue.agent.assignedAgentId ?? '',
     createdAt: issue.createdAt,
     updatedAt: issue.updatedAt,
     description: issue.description,
   };
-  return CSV_COLUMNS.map((c) => neutraliseCell(cells[c]));
+  return CSV_COLUMNS.map((c) => (CSV_LIST_COLUMNS.has(c) ? cells[c] : neutraliseCell(cells[c])));
 }
 
 /** RFC 4180: a header row, CRLF line ends, fields with commas, quotes or line breaks quoted. */
 export function renderCsv(issues: readonly ExportIssue[]): Artifact {
-  const text = stringify(issues.map(csvRow), {
+  const records = issues.map((issue) => {
+    const row = csvRow(issue);
+    return Object.fromEntries(CSV_COLUMNS.map((c, i) => [c, row[i]!]));
+  });
+  const text = stringify(records, {
     header: true,
     columns: [...CSV_COLUMNS],
     record_delimiter: 'windows',
     quoted_match: /^\s|\s$/,
+    // List cells are always quoted: a spreadsheet that splits on `;` still sees one cell.
+    cast: { string: (value, context) => (context.header || !CSV_LIST_COLUMNS.has(String(context.column)) ? value : { value, quoted: true }) },
   });
   return artifact('csv', text);
 }
@@ -197,11 +231,37 @@ const STATUS_TITLES: Readonly<Record<string, string>> = {
 };
 
 /**
+ * What GitHub-flavoured Markdown would turn into a link by itself (autolinks): URLs with a scheme,
+ * `www.` addresses and e-mail addresses. They are shown in code spans, where nothing is linked.
+ */
+const AUTOLINKABLE = /[a-z][a-z0-9+.-]*:\/\/[^\s<>]*|\bwww\.[^\s<>]*|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\bmailto:[^\s<>]*/giu;
+
+/** Text as a code span: a fence longer than any run of backticks in it, padded if it touches one. */
+function codeSpan(text: string): string {
+  const longest = Math.max(0, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
+  const fence = '`'.repeat(longest + 1);
+  const pad = text.startsWith('`') || text.endsWith('`') ? ' ' : '';
+  return `${fence}${pad}${text}${pad}${fence}`;
+}
+
+function escapePlain(text: string): string {
+  return text.replace(/[\\`*_{}[\]()#+\-.!|<>~&]/g, (c) => `\\${c}`);
+}
+
+/**
  * Task text is the user's own: escape what Markdown (and the HTML it may carry) would interpret,
- * and fold line breaks, so a title can neither start a heading nor inject a link or a tag.
+ * fold line breaks, and put what GFM would autolink in code spans, so a title can neither start a
+ * heading nor inject a link (written or bare) or a tag.
  */
 export function escapeMarkdown(text: string): string {
-  return text.replace(/[\r\n]+/g, ' ').replace(/[\\`*_{}[\]()#+\-.!|<>~&]/g, (c) => `\\${c}`);
+  const folded = text.replace(/[\r\n]+/g, ' ');
+  let out = '';
+  let at = 0;
+  for (const match of folded.matchAll(AUTOLINKABLE)) {
+    out += escapePlain(folded.slice(at, match.index)) + codeSpan(match[0]);
+    at = match.index + match[0].length;
+  }
+  return out + escapePlain(folded.slice(at));
 }
 
 /** Tasks grouped by status (in workflow order), each group in the order given (the search's sort). */

@@ -30,7 +30,25 @@ const CALL_DEADLINE_MS = 30_000;
 /** Sub-record lists fetched at once during a backup. */
 const BACKUP_CONCURRENCY = 4;
 
-const system = () => ({ principal: SYSTEM_PRINCIPAL, deadlineMs: CALL_DEADLINE_MS });
+/**
+ * When the export must stop: its signal (the caller went away, or the export's own deadline
+ * passed) and its deadline. Every call to the issues service carries both, and pages are not
+ * fetched once the signal has fired.
+ */
+export interface ReadControl {
+  signal?: AbortSignal | undefined;
+  deadline?: Date | undefined;
+}
+
+const system = (control: ReadControl = {}) => {
+  control.signal?.throwIfAborted();
+  return {
+    principal: SYSTEM_PRINCIPAL,
+    deadlineMs: CALL_DEADLINE_MS,
+    ...(control.deadline ? { deadline: control.deadline } : {}),
+    ...(control.signal ? { signal: control.signal } : {}),
+  };
+};
 
 /** Thrown (as 413) when what is being read would make the artifact larger than allowed. */
 export function tooLarge(maxBytes: number): ServiceError {
@@ -76,32 +94,24 @@ export function exportIssue(task: Task): ExportIssue {
   return issue;
 }
 
-/** The workspace named by id or slug, as the system sees it (callers authorize separately). */
+/**
+ * The workspace named by id or slug (an exact lookup of the unique slug), as the system sees it:
+ * callers authorize before they reveal anything about it.
+ */
 export async function findWorkspace(
   clients: IssuesClients,
   by: { id?: string; slug?: string },
 ): Promise<{ id: string; slug: string; name: string } | undefined> {
-  if (by.id) {
-    try {
-      const found = await clients.workspaces.getWorkspace({ id: by.id }, system());
-      const ws = found.workspace;
-      return ws ? { id: ws.id, slug: ws.slug, name: ws.name } : undefined;
-    } catch (err) {
-      if (err instanceof ServiceError && (err.code === 'not-found' || err.code === 'invalid-input')) return undefined;
-      throw err;
-    }
+  try {
+    const found = by.id
+      ? await clients.workspaces.getWorkspace({ id: by.id }, system())
+      : await clients.workspaces.getWorkspaceBySlug({ slug: by.slug ?? '' }, system());
+    const ws = found.workspace;
+    return ws ? { id: ws.id, slug: ws.slug, name: ws.name } : undefined;
+  } catch (err) {
+    if (err instanceof ServiceError && (err.code === 'not-found' || err.code === 'invalid-input')) return undefined;
+    throw err;
   }
-  const slug = by.slug ?? '';
-  // `q` matches names and slugs; the exact slug (unique) is picked from the matches.
-  let cursor: string | undefined;
-  for (let pages = 0; pages < 50; pages++) {
-    const page = await clients.workspaces.listWorkspaces({ q: slug, limit: PAGE, ...(cursor ? { cursor } : {}) }, system());
-    const hit = page.workspaces.find((w) => w.slug === slug);
-    if (hit) return { id: hit.id, slug: hit.slug, name: hit.name };
-    if (!page.nextCursor) return undefined;
-    cursor = page.nextCursor;
-  }
-  return undefined;
 }
 
 /** The workspace's tasks matching the filters, in the search's order, page by page. */
@@ -110,9 +120,10 @@ export async function readIssues(
   workspaceId: string,
   filters: ExportFilterValues,
   budget: SizeBudget,
+  control: ReadControl = {},
 ): Promise<ExportIssue[]> {
   const issues: ExportIssue[] = [];
-  for await (const task of searchAll(clients, workspaceId, filters)) {
+  for await (const task of searchAll(clients, workspaceId, filters, control)) {
     const issue = exportIssue(task);
     budget.add(issue);
     issues.push(issue);
@@ -120,7 +131,7 @@ export async function readIssues(
   return issues;
 }
 
-async function* searchAll(clients: IssuesClients, workspaceId: string, filters: ExportFilterValues): AsyncGenerator<Task> {
+async function* searchAll(clients: IssuesClients, workspaceId: string, filters: ExportFilterValues, control: ReadControl): AsyncGenerator<Task> {
   let cursor: string | undefined;
   for (;;) {
     const page = await clients.tasks.searchTasks(
@@ -142,7 +153,7 @@ async function* searchAll(clients: IssuesClients, workspaceId: string, filters: 
         limit: PAGE,
         ...(cursor ? { cursor } : {}),
       },
-      system(),
+      system(control),
     );
     for (const view of page.tasks) if (view.task) yield view.task;
     if (!page.nextCursor) return;
@@ -169,8 +180,10 @@ export async function readBackup(
   clients: IssuesClients,
   workspace: { id: string; slug: string; name: string; planId: string },
   budget: SizeBudget,
+  control: ReadControl = {},
 ): Promise<BackupRecords> {
   const workspaceId = workspace.id;
+  const call = () => system(control);
   const page = (cursor: string | undefined) => ({ workspaceId, limit: PAGE, ...(cursor ? { cursor } : {}) });
   const track = <T>(rows: T[]): T[] => {
     for (const row of rows) budget.add(row);
@@ -178,30 +191,30 @@ export async function readBackup(
   };
   const projects = track(
     (await collect(async (c) => {
-      const r = await clients.projects.listProjects(page(c), system());
+      const r = await clients.projects.listProjects(page(c), call());
       return { items: r.projects, nextCursor: r.nextCursor };
     })).map((p) => toJson(ProjectSchema, p, JSON_OPTIONS) as Record<string, unknown>),
   );
   const milestones = track(
     (await collect(async (c) => {
-      const r = await clients.projects.listMilestones(page(c), system());
+      const r = await clients.projects.listMilestones(page(c), call());
       return { items: r.milestones, nextCursor: r.nextCursor };
     })).map((m) => toJson(MilestoneSchema, m, JSON_OPTIONS) as Record<string, unknown>),
   );
   const programs = track(
     (await collect(async (c) => {
-      const r = await clients.programs.listPrograms(page(c), system());
+      const r = await clients.programs.listPrograms(page(c), call());
       return { items: r.programs, nextCursor: r.nextCursor };
     })).map((p) => toJson(ProgramSchema, p, JSON_OPTIONS) as Record<string, unknown>),
   );
   const initiatives = track(
     (await collect(async (c) => {
-      const r = await clients.programs.listInitiatives(page(c), system());
+      const r = await clients.programs.listInitiatives(page(c), call());
       return { items: r.initiatives, nextCursor: r.nextCursor };
     })).map((i) => toJson(InitiativeSchema, i, JSON_OPTIONS) as Record<string, unknown>),
   );
   const tasks: Task[] = [];
-  for await (const task of searchAll(clients, workspaceId, { status: [], priority: [], labels: [], sort: 'createdAt', direction: 'asc' })) {
+  for await (const task of searchAll(clients, workspaceId, { status: [], priority: [], labels: [], sort: 'createdAt', direction: 'asc' }, control)) {
     // Counted as they arrive, so a huge workspace stops before its sub-records are fetched.
     budget.add(exportIssue(task));
     budget.add(task.agent?.instructions ?? {});
@@ -216,21 +229,21 @@ export async function readBackup(
       const issueId = task.id;
       const records = (cursor: string | undefined) => ({ issueId, limit: PAGE, ...(cursor ? { cursor } : {}) });
       const comments = await collect(async (c) => {
-        const r = await clients.taskRecords.listComments(records(c), system());
+        const r = await clients.taskRecords.listComments(records(c), call());
         return { items: r.comments, nextCursor: r.nextCursor };
       });
       // Counts on the task spare a call per task that has none.
       const timeEntries =
         task.timeLoggedMinutes > 0
           ? await collect(async (c) => {
-              const r = await clients.taskRecords.listTimeEntries(records(c), system());
+              const r = await clients.taskRecords.listTimeEntries(records(c), call());
               return { items: r.timeEntries, nextCursor: r.nextCursor };
             })
           : [];
       const evidence =
         task.evidenceCount > 0
           ? await collect(async (c) => {
-              const r = await clients.taskRecords.listEvidence(records(c), system());
+              const r = await clients.taskRecords.listEvidence(records(c), call());
               return { items: r.evidence, nextCursor: r.nextCursor };
             })
           : [];

@@ -59,6 +59,11 @@ export function createExportService(core: ExportsCore): ServiceImplementation<ty
       return { chunk: await core.readChunk(ctx.principal, request.exportId, request.index) };
     },
 
+    async releaseExportArtifact(request, ctx) {
+      await core.release(ctx.principal, request.exportId);
+      return {};
+    },
+
     async listExportHistory(request, ctx) {
       const page = await core.history(ctx, {
         ...(request.workspaceId ? { workspaceId: request.workspaceId } : {}),

@@ -1,4 +1,5 @@
-import type { Collection, DocumentStore, Filter, StoreSession, StoredDocument } from '@planning/store';
+import { randomBytes } from 'node:crypto';
+import { isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type StoreSession, type StoredDocument } from '@planning/store';
 import type { RedactedFilter } from '../exports/filters.js';
 
 /**
@@ -36,6 +37,13 @@ interface ArtifactChunk extends StoredDocument {
   expiresAt: Date;
 }
 
+/** A workspace's secret key for hashing filter values in history entries (never leaves the service). */
+interface FilterKey extends StoredDocument {
+  /** 32 random bytes, base64. */
+  key: string;
+  createdAt: Date;
+}
+
 /** How long later chunks of an artifact wait for the gateway. */
 export const CHUNK_TTL_MS = 10 * 60_000;
 
@@ -43,6 +51,7 @@ export class ExportHistoryRepository {
   private constructor(
     private readonly entries: Collection<ExportHistoryRecord>,
     private readonly chunks: Collection<ArtifactChunk>,
+    private readonly keys: Collection<FilterKey>,
   ) {}
 
   static async open(store: DocumentStore): Promise<ExportHistoryRepository> {
@@ -54,7 +63,26 @@ export class ExportHistoryRepository {
     ]);
     const chunks = store.collection<ArtifactChunk>('export_artifact_chunks');
     await chunks.createIndexes([{ name: 'expiry_ttl', keys: { expiresAt: 1 }, expireAfterSeconds: 0 }]);
-    return new ExportHistoryRepository(entries, chunks);
+    return new ExportHistoryRepository(entries, chunks, store.collection<FilterKey>('export_filter_keys'));
+  }
+
+  /**
+   * The workspace's filter key (`_id` is the workspace id), made on first use. Two first exports
+   * racing both try to insert; the loser reads the winner's key, so every entry uses the same one.
+   */
+  async filterKey(workspaceId: string, now: Date): Promise<Buffer> {
+    const found = await this.keys.findOne({ _id: workspaceId });
+    if (found) return Buffer.from(found.key, 'base64');
+    const key = randomBytes(32);
+    try {
+      await this.keys.insertOne({ _id: workspaceId, key: key.toString('base64'), createdAt: now });
+      return key;
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      const winner = await this.keys.findOne({ _id: workspaceId });
+      if (!winner) throw err;
+      return Buffer.from(winner.key, 'base64');
+    }
   }
 
   async insert(record: ExportHistoryRecord, session?: StoreSession): Promise<void> {
@@ -75,6 +103,11 @@ export class ExportHistoryRepository {
     await this.chunks.insertMany(
       chunks.map((c, i) => ({ _id: `${exportId}:${i + 1}`, exportId, index: i + 1, total: chunks.length + 1, ownerId, data: c.toString('base64'), expiresAt })),
     );
+  }
+
+  /** Drops the chunks of an export its owner will not read (a download that ended early). */
+  async releaseChunks(exportId: string, ownerId: string): Promise<number> {
+    return (await this.chunks.deleteMany({ exportId, ownerId })).deletedCount;
   }
 
   /** A chunk for its owner, or null (unknown, expired, someone else's). The last read removes them all. */

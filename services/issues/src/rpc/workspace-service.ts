@@ -128,6 +128,18 @@ export function createWorkspaceService(deps: WorkspaceServiceDeps): ServiceImple
       return { workspace: toWorkspaceMessage(await readable(ctx.principal, request.id)) };
     },
 
+    async getWorkspaceBySlug(request, ctx) {
+      const slug = request.slug;
+      if (!slug) throw new ServiceError('invalid-input', "'slug' is required", { field: 'slug' });
+      // An exact match on the unique slug; a token of another workspace hears what an unknown slug does.
+      const found = await workspaces.findBySlug(slug);
+      const principal = ctx.principal;
+      if (!found || (principal.type === 'api-key' && principal.workspaceId !== found._id)) {
+        throw new ServiceError('not-found', 'Workspace not found');
+      }
+      return { workspace: toWorkspaceMessage(await readable(principal, found._id)) };
+    },
+
     async listMemberships(request, ctx) {
       const principal = ctx.principal;
       let minRole: Role = 'viewer';

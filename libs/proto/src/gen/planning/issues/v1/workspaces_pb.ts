@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file planning/issues/v1/workspaces.proto.
  */
 export const file_planning_issues_v1_workspaces: GenFile = /*@__PURE__*/
-  fileDesc("CiNwbGFubmluZy9pc3N1ZXMvdjEvd29ya3NwYWNlcy5wcm90bxIScGxhbm5pbmcuaXNzdWVzLnYxIrgBCglXb3Jrc3BhY2USCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRzbHVnGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIQCghvd25lcl9pZBgFIAEoCRIXCg9kZWZhdWx0X3NhbmRib3gYBiABKAkSDwoHcGxhbl9pZBgHIAEoCRISCgpjcmVhdGVkX2F0GAggASgJEhIKCnVwZGF0ZWRfYXQYCSABKAkSDwoHdmVyc2lvbhgKIAEoBSJsChZDcmVhdGVXb3Jrc3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSFQoIb3duZXJfaWQYAiABKAlIAIgBARIUCgdwbGFuX2lkGAMgASgJSAGIAQFCCwoJX293bmVyX2lkQgoKCF9wbGFuX2lkIksKF0NyZWF0ZVdvcmtzcGFjZVJlc3BvbnNlEjAKCXdvcmtzcGFjZRgBIAEoCzIdLnBsYW5uaW5nLmlzc3Vlcy52MS5Xb3Jrc3BhY2UiawoVTGlzdFdvcmtzcGFjZXNSZXF1ZXN0Eg4KAXEYASABKAlIAIgBARISCgVsaW1pdBgCIAEoBUgBiAEBEhMKBmN1cnNvchgDIAEoCUgCiAEBQgQKAl9xQggKBl9saW1pdEIJCgdfY3Vyc29yInUKFkxpc3RXb3Jrc3BhY2VzUmVzcG9uc2USMQoKd29ya3NwYWNlcxgBIAMoCzIdLnBsYW5uaW5nLmlzc3Vlcy52MS5Xb3Jrc3BhY2USGAoLbmV4dF9jdXJzb3IYAiABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiIQoTR2V0V29ya3NwYWNlUmVxdWVzdBIKCgJpZBgBIAEoCSJIChRHZXRXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlIjwKFkxpc3RNZW1iZXJzaGlwc1JlcXVlc3QSFQoIbWluX3JvbGUYASABKAlIAIgBAUILCglfbWluX3JvbGUiMAoKTWVtYmVyc2hpcBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDAoEcm9sZRgCIAEoCSJmChdMaXN0TWVtYmVyc2hpcHNSZXNwb25zZRIzCgttZW1iZXJzaGlwcxgBIAMoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5NZW1iZXJzaGlwEhYKDmFsbF93b3Jrc3BhY2VzGAIgASgIIqYBChZVcGRhdGVXb3Jrc3BhY2VSZXF1ZXN0EgoKAmlkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARITCgZzdGF0dXMYAyABKAlIAYgBARIUCgdwbGFuX2lkGAQgASgJSAKIAQESFQoIb3duZXJfaWQYBSABKAlIA4gBAUIHCgVfbmFtZUIJCgdfc3RhdHVzQgoKCF9wbGFuX2lkQgsKCV9vd25lcl9pZCJjChdVcGRhdGVXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlEhYKDmNoYW5nZWRfZmllbGRzGAIgAygJImUKBk1lbWJlchIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIMCgRyb2xlGAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAkSEgoKdXBkYXRlZF9hdBgFIAEoCSJoChJMaXN0TWVtYmVyc1JlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEwoGY3Vyc29yGAMgASgJSAGIAQFCCAoGX2xpbWl0QgkKB19jdXJzb3IibAoTTGlzdE1lbWJlcnNSZXNwb25zZRIrCgdtZW1iZXJzGAEgAygLMhoucGxhbm5pbmcuaXNzdWVzLnYxLk1lbWJlchIYCgtuZXh0X2N1cnNvchgCIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJHChBBZGRNZW1iZXJSZXF1ZXN0EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEgwKBHJvbGUYAyABKAkiYQoRQWRkTWVtYmVyUmVzcG9uc2USKgoGbWVtYmVyGAEgASgLMhoucGxhbm5pbmcuaXNzdWVzLnYxLk1lbWJlchIPCgdjcmVhdGVkGAIgASgIEg8KB2NoYW5nZWQYAyABKAgiPAoTUmVtb3ZlTWVtYmVyUmVxdWVzdBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCSJCChRSZW1vdmVNZW1iZXJSZXNwb25zZRIqCgZtZW1iZXIYASABKAsyGi5wbGFubmluZy5pc3N1ZXMudjEuTWVtYmVyIigKEEdldEFjY2Vzc1JlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJImAKEUdldEFjY2Vzc1Jlc3BvbnNlEg4KBmV4aXN0cxgBIAEoCBIRCgRyb2xlGAIgASgJSACIAQESDwoHcGxhbl9pZBgDIAEoCRIOCgZzdGF0dXMYBCABKAlCBwoFX3JvbGUymQcKEFdvcmtzcGFjZVNlcnZpY2USagoPQ3JlYXRlV29ya3NwYWNlEioucGxhbm5pbmcuaXNzdWVzLnYxLkNyZWF0ZVdvcmtzcGFjZVJlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuQ3JlYXRlV29ya3NwYWNlUmVzcG9uc2USZwoOTGlzdFdvcmtzcGFjZXMSKS5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFdvcmtzcGFjZXNSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RXb3Jrc3BhY2VzUmVzcG9uc2USYQoMR2V0V29ya3NwYWNlEicucGxhbm5pbmcuaXNzdWVzLnYxLkdldFdvcmtzcGFjZVJlcXVlc3QaKC5wbGFubmluZy5pc3N1ZXMudjEuR2V0V29ya3NwYWNlUmVzcG9uc2USagoPTGlzdE1lbWJlcnNoaXBzEioucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RNZW1iZXJzaGlwc1JlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuTGlzdE1lbWJlcnNoaXBzUmVzcG9uc2USagoPVXBkYXRlV29ya3NwYWNlEioucGxhbm5pbmcuaXNzdWVzLnYxLlVwZGF0ZVdvcmtzcGFjZVJlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuVXBkYXRlV29ya3NwYWNlUmVzcG9uc2USXgoLTGlzdE1lbWJlcnMSJi5wbGFubmluZy5pc3N1ZXMudjEuTGlzdE1lbWJlcnNSZXF1ZXN0GicucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RNZW1iZXJzUmVzcG9uc2USWAoJQWRkTWVtYmVyEiQucGxhbm5pbmcuaXNzdWVzLnYxLkFkZE1lbWJlclJlcXVlc3QaJS5wbGFubmluZy5pc3N1ZXMudjEuQWRkTWVtYmVyUmVzcG9uc2USYQoMUmVtb3ZlTWVtYmVyEicucGxhbm5pbmcuaXNzdWVzLnYxLlJlbW92ZU1lbWJlclJlcXVlc3QaKC5wbGFubmluZy5pc3N1ZXMudjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2USWAoJR2V0QWNjZXNzEiQucGxhbm5pbmcuaXNzdWVzLnYxLkdldEFjY2Vzc1JlcXVlc3QaJS5wbGFubmluZy5pc3N1ZXMudjEuR2V0QWNjZXNzUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("CiNwbGFubmluZy9pc3N1ZXMvdjEvd29ya3NwYWNlcy5wcm90bxIScGxhbm5pbmcuaXNzdWVzLnYxIrgBCglXb3Jrc3BhY2USCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRzbHVnGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIQCghvd25lcl9pZBgFIAEoCRIXCg9kZWZhdWx0X3NhbmRib3gYBiABKAkSDwoHcGxhbl9pZBgHIAEoCRISCgpjcmVhdGVkX2F0GAggASgJEhIKCnVwZGF0ZWRfYXQYCSABKAkSDwoHdmVyc2lvbhgKIAEoBSJsChZDcmVhdGVXb3Jrc3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSFQoIb3duZXJfaWQYAiABKAlIAIgBARIUCgdwbGFuX2lkGAMgASgJSAGIAQFCCwoJX293bmVyX2lkQgoKCF9wbGFuX2lkIksKF0NyZWF0ZVdvcmtzcGFjZVJlc3BvbnNlEjAKCXdvcmtzcGFjZRgBIAEoCzIdLnBsYW5uaW5nLmlzc3Vlcy52MS5Xb3Jrc3BhY2UiawoVTGlzdFdvcmtzcGFjZXNSZXF1ZXN0Eg4KAXEYASABKAlIAIgBARISCgVsaW1pdBgCIAEoBUgBiAEBEhMKBmN1cnNvchgDIAEoCUgCiAEBQgQKAl9xQggKBl9saW1pdEIJCgdfY3Vyc29yInUKFkxpc3RXb3Jrc3BhY2VzUmVzcG9uc2USMQoKd29ya3NwYWNlcxgBIAMoCzIdLnBsYW5uaW5nLmlzc3Vlcy52MS5Xb3Jrc3BhY2USGAoLbmV4dF9jdXJzb3IYAiABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiIQoTR2V0V29ya3NwYWNlUmVxdWVzdBIKCgJpZBgBIAEoCSJIChRHZXRXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlIikKGUdldFdvcmtzcGFjZUJ5U2x1Z1JlcXVlc3QSDAoEc2x1ZxgBIAEoCSJOChpHZXRXb3Jrc3BhY2VCeVNsdWdSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlIjwKFkxpc3RNZW1iZXJzaGlwc1JlcXVlc3QSFQoIbWluX3JvbGUYASABKAlIAIgBAUILCglfbWluX3JvbGUiMAoKTWVtYmVyc2hpcBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDAoEcm9sZRgCIAEoCSJmChdMaXN0TWVtYmVyc2hpcHNSZXNwb25zZRIzCgttZW1iZXJzaGlwcxgBIAMoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5NZW1iZXJzaGlwEhYKDmFsbF93b3Jrc3BhY2VzGAIgASgIIqYBChZVcGRhdGVXb3Jrc3BhY2VSZXF1ZXN0EgoKAmlkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARITCgZzdGF0dXMYAyABKAlIAYgBARIUCgdwbGFuX2lkGAQgASgJSAKIAQESFQoIb3duZXJfaWQYBSABKAlIA4gBAUIHCgVfbmFtZUIJCgdfc3RhdHVzQgoKCF9wbGFuX2lkQgsKCV9vd25lcl9pZCJjChdVcGRhdGVXb3Jrc3BhY2VSZXNwb25zZRIwCgl3b3Jrc3BhY2UYASABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuV29ya3NwYWNlEhYKDmNoYW5nZWRfZmllbGRzGAIgAygJImUKBk1lbWJlchIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIMCgRyb2xlGAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAkSEgoKdXBkYXRlZF9hdBgFIAEoCSJoChJMaXN0TWVtYmVyc1JlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEwoGY3Vyc29yGAMgASgJSAGIAQFCCAoGX2xpbWl0QgkKB19jdXJzb3IibAoTTGlzdE1lbWJlcnNSZXNwb25zZRIrCgdtZW1iZXJzGAEgAygLMhoucGxhbm5pbmcuaXNzdWVzLnYxLk1lbWJlchIYCgtuZXh0X2N1cnNvchgCIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJHChBBZGRNZW1iZXJSZXF1ZXN0EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEgwKBHJvbGUYAyABKAkiYQoRQWRkTWVtYmVyUmVzcG9uc2USKgoGbWVtYmVyGAEgASgLMhoucGxhbm5pbmcuaXNzdWVzLnYxLk1lbWJlchIPCgdjcmVhdGVkGAIgASgIEg8KB2NoYW5nZWQYAyABKAgiPAoTUmVtb3ZlTWVtYmVyUmVxdWVzdBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCSJCChRSZW1vdmVNZW1iZXJSZXNwb25zZRIqCgZtZW1iZXIYASABKAsyGi5wbGFubmluZy5pc3N1ZXMudjEuTWVtYmVyIigKEEdldEFjY2Vzc1JlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJImAKEUdldEFjY2Vzc1Jlc3BvbnNlEg4KBmV4aXN0cxgBIAEoCBIRCgRyb2xlGAIgASgJSACIAQESDwoHcGxhbl9pZBgDIAEoCRIOCgZzdGF0dXMYBCABKAlCBwoFX3JvbGUyjggKEFdvcmtzcGFjZVNlcnZpY2USagoPQ3JlYXRlV29ya3NwYWNlEioucGxhbm5pbmcuaXNzdWVzLnYxLkNyZWF0ZVdvcmtzcGFjZVJlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuQ3JlYXRlV29ya3NwYWNlUmVzcG9uc2USZwoOTGlzdFdvcmtzcGFjZXMSKS5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFdvcmtzcGFjZXNSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RXb3Jrc3BhY2VzUmVzcG9uc2USYQoMR2V0V29ya3NwYWNlEicucGxhbm5pbmcuaXNzdWVzLnYxLkdldFdvcmtzcGFjZVJlcXVlc3QaKC5wbGFubmluZy5pc3N1ZXMudjEuR2V0V29ya3NwYWNlUmVzcG9uc2UScwoSR2V0V29ya3NwYWNlQnlTbHVnEi0ucGxhbm5pbmcuaXNzdWVzLnYxLkdldFdvcmtzcGFjZUJ5U2x1Z1JlcXVlc3QaLi5wbGFubmluZy5pc3N1ZXMudjEuR2V0V29ya3NwYWNlQnlTbHVnUmVzcG9uc2USagoPTGlzdE1lbWJlcnNoaXBzEioucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RNZW1iZXJzaGlwc1JlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuTGlzdE1lbWJlcnNoaXBzUmVzcG9uc2USagoPVXBkYXRlV29ya3NwYWNlEioucGxhbm5pbmcuaXNzdWVzLnYxLlVwZGF0ZVdvcmtzcGFjZVJlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuVXBkYXRlV29ya3NwYWNlUmVzcG9uc2USXgoLTGlzdE1lbWJlcnMSJi5wbGFubmluZy5pc3N1ZXMudjEuTGlzdE1lbWJlcnNSZXF1ZXN0GicucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RNZW1iZXJzUmVzcG9uc2USWAoJQWRkTWVtYmVyEiQucGxhbm5pbmcuaXNzdWVzLnYxLkFkZE1lbWJlclJlcXVlc3QaJS5wbGFubmluZy5pc3N1ZXMudjEuQWRkTWVtYmVyUmVzcG9uc2USYQoMUmVtb3ZlTWVtYmVyEicucGxhbm5pbmcuaXNzdWVzLnYxLlJlbW92ZU1lbWJlclJlcXVlc3QaKC5wbGFubmluZy5pc3N1ZXMudjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2USWAoJR2V0QWNjZXNzEiQucGxhbm5pbmcuaXNzdWVzLnYxLkdldEFjY2Vzc1JlcXVlc3QaJS5wbGFubmluZy5pc3N1ZXMudjEuR2V0QWNjZXNzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message planning.issues.v1.Workspace
@@ -220,6 +220,40 @@ export const GetWorkspaceResponseSchema: GenMessage<GetWorkspaceResponse> = /*@_
   messageDesc(file_planning_issues_v1_workspaces, 6);
 
 /**
+ * @generated from message planning.issues.v1.GetWorkspaceBySlugRequest
+ */
+export type GetWorkspaceBySlugRequest = Message<"planning.issues.v1.GetWorkspaceBySlugRequest"> & {
+  /**
+   * @generated from field: string slug = 1;
+   */
+  slug: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.GetWorkspaceBySlugRequest.
+ * Use `create(GetWorkspaceBySlugRequestSchema)` to create a new message.
+ */
+export const GetWorkspaceBySlugRequestSchema: GenMessage<GetWorkspaceBySlugRequest> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 7);
+
+/**
+ * @generated from message planning.issues.v1.GetWorkspaceBySlugResponse
+ */
+export type GetWorkspaceBySlugResponse = Message<"planning.issues.v1.GetWorkspaceBySlugResponse"> & {
+  /**
+   * @generated from field: planning.issues.v1.Workspace workspace = 1;
+   */
+  workspace?: Workspace | undefined;
+};
+
+/**
+ * Describes the message planning.issues.v1.GetWorkspaceBySlugResponse.
+ * Use `create(GetWorkspaceBySlugResponseSchema)` to create a new message.
+ */
+export const GetWorkspaceBySlugResponseSchema: GenMessage<GetWorkspaceBySlugResponse> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_workspaces, 8);
+
+/**
  * @generated from message planning.issues.v1.ListMembershipsRequest
  */
 export type ListMembershipsRequest = Message<"planning.issues.v1.ListMembershipsRequest"> & {
@@ -236,7 +270,7 @@ export type ListMembershipsRequest = Message<"planning.issues.v1.ListMemberships
  * Use `create(ListMembershipsRequestSchema)` to create a new message.
  */
 export const ListMembershipsRequestSchema: GenMessage<ListMembershipsRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 7);
+  messageDesc(file_planning_issues_v1_workspaces, 9);
 
 /**
  * @generated from message planning.issues.v1.Membership
@@ -258,7 +292,7 @@ export type Membership = Message<"planning.issues.v1.Membership"> & {
  * Use `create(MembershipSchema)` to create a new message.
  */
 export const MembershipSchema: GenMessage<Membership> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 8);
+  messageDesc(file_planning_issues_v1_workspaces, 10);
 
 /**
  * @generated from message planning.issues.v1.ListMembershipsResponse
@@ -282,7 +316,7 @@ export type ListMembershipsResponse = Message<"planning.issues.v1.ListMembership
  * Use `create(ListMembershipsResponseSchema)` to create a new message.
  */
 export const ListMembershipsResponseSchema: GenMessage<ListMembershipsResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 9);
+  messageDesc(file_planning_issues_v1_workspaces, 11);
 
 /**
  * @generated from message planning.issues.v1.UpdateWorkspaceRequest
@@ -323,7 +357,7 @@ export type UpdateWorkspaceRequest = Message<"planning.issues.v1.UpdateWorkspace
  * Use `create(UpdateWorkspaceRequestSchema)` to create a new message.
  */
 export const UpdateWorkspaceRequestSchema: GenMessage<UpdateWorkspaceRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 10);
+  messageDesc(file_planning_issues_v1_workspaces, 12);
 
 /**
  * @generated from message planning.issues.v1.UpdateWorkspaceResponse
@@ -347,7 +381,7 @@ export type UpdateWorkspaceResponse = Message<"planning.issues.v1.UpdateWorkspac
  * Use `create(UpdateWorkspaceResponseSchema)` to create a new message.
  */
 export const UpdateWorkspaceResponseSchema: GenMessage<UpdateWorkspaceResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 11);
+  messageDesc(file_planning_issues_v1_workspaces, 13);
 
 /**
  * @generated from message planning.issues.v1.Member
@@ -386,7 +420,7 @@ export type Member = Message<"planning.issues.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 12);
+  messageDesc(file_planning_issues_v1_workspaces, 14);
 
 /**
  * @generated from message planning.issues.v1.ListMembersRequest
@@ -413,7 +447,7 @@ export type ListMembersRequest = Message<"planning.issues.v1.ListMembersRequest"
  * Use `create(ListMembersRequestSchema)` to create a new message.
  */
 export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 13);
+  messageDesc(file_planning_issues_v1_workspaces, 15);
 
 /**
  * @generated from message planning.issues.v1.ListMembersResponse
@@ -435,7 +469,7 @@ export type ListMembersResponse = Message<"planning.issues.v1.ListMembersRespons
  * Use `create(ListMembersResponseSchema)` to create a new message.
  */
 export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 14);
+  messageDesc(file_planning_issues_v1_workspaces, 16);
 
 /**
  * @generated from message planning.issues.v1.AddMemberRequest
@@ -462,7 +496,7 @@ export type AddMemberRequest = Message<"planning.issues.v1.AddMemberRequest"> & 
  * Use `create(AddMemberRequestSchema)` to create a new message.
  */
 export const AddMemberRequestSchema: GenMessage<AddMemberRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 15);
+  messageDesc(file_planning_issues_v1_workspaces, 17);
 
 /**
  * @generated from message planning.issues.v1.AddMemberResponse
@@ -493,7 +527,7 @@ export type AddMemberResponse = Message<"planning.issues.v1.AddMemberResponse"> 
  * Use `create(AddMemberResponseSchema)` to create a new message.
  */
 export const AddMemberResponseSchema: GenMessage<AddMemberResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 16);
+  messageDesc(file_planning_issues_v1_workspaces, 18);
 
 /**
  * @generated from message planning.issues.v1.RemoveMemberRequest
@@ -515,7 +549,7 @@ export type RemoveMemberRequest = Message<"planning.issues.v1.RemoveMemberReques
  * Use `create(RemoveMemberRequestSchema)` to create a new message.
  */
 export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 17);
+  messageDesc(file_planning_issues_v1_workspaces, 19);
 
 /**
  * @generated from message planning.issues.v1.RemoveMemberResponse
@@ -532,7 +566,7 @@ export type RemoveMemberResponse = Message<"planning.issues.v1.RemoveMemberRespo
  * Use `create(RemoveMemberResponseSchema)` to create a new message.
  */
 export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 18);
+  messageDesc(file_planning_issues_v1_workspaces, 20);
 
 /**
  * @generated from message planning.issues.v1.GetAccessRequest
@@ -549,7 +583,7 @@ export type GetAccessRequest = Message<"planning.issues.v1.GetAccessRequest"> & 
  * Use `create(GetAccessRequestSchema)` to create a new message.
  */
 export const GetAccessRequestSchema: GenMessage<GetAccessRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 19);
+  messageDesc(file_planning_issues_v1_workspaces, 21);
 
 /**
  * @generated from message planning.issues.v1.GetAccessResponse
@@ -585,7 +619,7 @@ export type GetAccessResponse = Message<"planning.issues.v1.GetAccessResponse"> 
  * Use `create(GetAccessResponseSchema)` to create a new message.
  */
 export const GetAccessResponseSchema: GenMessage<GetAccessResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_workspaces, 20);
+  messageDesc(file_planning_issues_v1_workspaces, 22);
 
 /**
  * Workspaces: the tenancy boundary of the planning service. Timestamps are RFC 3339 strings in UTC
@@ -617,6 +651,18 @@ export const WorkspaceService: GenService<{
     methodKind: "unary";
     input: typeof GetWorkspaceRequestSchema;
     output: typeof GetWorkspaceResponseSchema;
+  },
+  /**
+   * The workspace with exactly this slug (slugs are unique), answered like GetWorkspace: 404 when
+   * no workspace has it or the caller is a token of another workspace (it never learns that one
+   * exists), 403 when the caller may not read it.
+   *
+   * @generated from rpc planning.issues.v1.WorkspaceService.GetWorkspaceBySlug
+   */
+  getWorkspaceBySlug: {
+    methodKind: "unary";
+    input: typeof GetWorkspaceBySlugRequestSchema;
+    output: typeof GetWorkspaceBySlugResponseSchema;
   },
   /**
    * The workspaces the calling principal belongs to, with its role in each. Other services use
