@@ -70,40 +70,59 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false>, ti
 }
 
 /**
- * Sends a body the server is expected to refuse for its size (413) and returns the answer. The
- * server answers as soon as it sees the length and closes the connection, so the client may still
- * be writing (EPIPE, ECONNRESET): fetch reports that as a failure even when the answer arrived.
- * This waits for the answer and ignores a write cut short after it.
+ * Sends a request whose body the server is expected to refuse for its size (413) and returns the
+ * answer. The server decides on the Content-Length header and closes the connection; a client
+ * that is still writing then gets EPIPE or a reset, which can lose the answer. So only the
+ * headers go out at first; the body follows only if no answer came within a second.
  */
 export async function requestOversized(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<{ status: number; body: any }> {
-  const { request: httpRequest } = await import('node:http');
+  const { connect } = await import('node:net');
+  const url = new URL(path, baseUrl);
   const payload = Buffer.from(options.rawBody ?? JSON.stringify(options.body ?? null), 'utf8');
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(payload.length), ...options.headers };
+  const headers: Record<string, string> = {
+    host: url.host,
+    'content-type': 'application/json',
+    'content-length': String(payload.length),
+    connection: 'close',
+    ...options.headers,
+  };
   if (options.cookie) headers.cookie = options.cookie;
   if (options.token) headers.authorization = `Bearer ${options.token}`;
+  const head = `${method} ${url.pathname}${url.search} HTTP/1.1\r\n${Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('')}\r\n`;
   return new Promise((resolve, reject) => {
-    let answered = false;
-    let failure: NodeJS.Timeout | undefined;
-    const req = httpRequest(`${baseUrl}${path}`, { method, headers }, (res) => {
-      answered = true;
-      if (failure) clearTimeout(failure);
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body: unknown = text;
-        try {
-          body = text ? JSON.parse(text) : undefined;
-        } catch {
-          // not JSON
-        }
-        resolve({ status: res.statusCode ?? 0, body });
-      });
+    const socket = connect(Number(url.port), url.hostname);
+    const chunks: Buffer[] = [];
+    let bodyTimer: NodeJS.Timeout | undefined;
+    const finish = () => {
+      if (bodyTimer) clearTimeout(bodyTimer);
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const match = /^HTTP\/1\.[01] (\d{3})/.exec(raw);
+      if (!match) {
+        reject(new Error(`no HTTP answer to an oversized body (got ${raw.length} bytes)`));
+        return;
+      }
+      const text = raw.slice(raw.indexOf('\r\n\r\n') + 4);
+      let body: unknown = text;
+      try {
+        body = text ? JSON.parse(text) : undefined;
+      } catch {
+        // not JSON (or chunked): leave the text
+      }
+      resolve({ status: Number(match[1]), body });
+    };
+    socket.on('data', (chunk: Buffer) => {
+      chunks.push(chunk);
+      if (bodyTimer) clearTimeout(bodyTimer);
     });
-    req.on('error', (err) => {
-      // The answer may still be on its way after a write was cut: give it a moment.
-      if (!answered) failure ??= setTimeout(() => reject(err), 2_000);
+    socket.on('error', () => undefined); // a cut write: the answer, if any, is already in `chunks`
+    socket.on('close', finish);
+    socket.on('connect', () => {
+      socket.write(head);
+      bodyTimer = setTimeout(() => {
+        if (chunks.length === 0) socket.write(payload);
+      }, 1_000);
     });
-    req.end(payload);
   });
 }
