@@ -6,7 +6,7 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, ty
 import { ServiceError, toServiceError } from '@planning/errors';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { ModuleDefinition, RuntimeView } from './registry.js';
 
 export interface HttpAppOptions {
@@ -122,7 +122,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     return503OnClosing: true,
     // Fastify's own request lines carry the whole URL, query string included (search text, filter
     // ids): one line per request is written below instead, without the query.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   };
   const app: FastifyInstance = options.logger
     ? Fastify({ ...serverOptions, loggerInstance: options.logger })
