@@ -5,11 +5,7 @@ import type { RpcCallOptions } from '@planning/rpc';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { exportEntryJson, exportEntrySchema } from './exports-json.js';
-import { agentIdSchema, commaList, cursorSchema, idSchema, limitSchema, qSchema } from './planning-input.js';
-
-/** `status=a,b` and `status=a&status=b` both mean "any of" (as GET /api/issues). */
-const commaListOf = (what: string) =>
-  ({ type: 'array', maxItems: 50, items: { type: 'string', maxLength: 2000 }, description: `Comma-separated ${what} (any of); the parameter may repeat.` }) as const;
+import { commaList, commaListOf, cursorSchema, idSchema, limitSchema, taskFilterProperties } from './planning-input.js';
 
 const slugSchema = { type: 'string', minLength: 1, maxLength: 100, pattern: '^[a-z0-9][a-z0-9-]*$' } as const;
 
@@ -22,19 +18,8 @@ const exportQuery = {
     format: { type: 'string', enum: [...EXPORT_FORMATS], description: 'Allowed formats depend on the plan (403 `not-entitled` otherwise).' },
     workspaceSlug: slugSchema,
     workspaceId: idSchema,
-    projectId: idSchema,
-    milestoneId: idSchema,
-    initiativeId: idSchema,
-    parentId: idSchema,
-    status: commaListOf('statuses'),
-    priority: commaListOf('priorities'),
-    label: commaListOf('labels'),
+    ...taskFilterProperties,
     labels: { ...commaListOf('labels'), description: 'Alias of `label`.' },
-    assignedAgentId: agentIdSchema,
-    dependencyState: { type: 'string', enum: ['blocked', 'unblocked'] },
-    q: { ...qSchema, description: 'Literal text, case-insensitive, in title and description.' },
-    sort: { type: 'string', enum: ['priority', 'updatedAt', 'createdAt', 'dueDate', 'title'] },
-    direction: { type: 'string', enum: ['asc', 'desc'] },
   },
 } as const;
 

@@ -16,35 +16,22 @@ import {
   labelsSchema,
   limitSchema,
   PRIORITY_ENUM,
-  qSchema,
   STATUS_ENUM,
   taskPatch,
   type RestIssueCreate,
   createTaskRequest,
   type RestIssuePatch,
+  commaListOf,
+  taskFilterProperties,
 } from './planning-input.js';
 
-/** `status=a,b` and `status=a&status=b` both mean "any of". */
-const commaListOf = (what: string) =>
-  ({ type: 'array', maxItems: 50, items: { type: 'string', maxLength: 2000 }, description: `Comma-separated ${what} (any of); the parameter may repeat.` }) as const;
 
 const searchQuery = {
   type: 'object',
   additionalProperties: false,
   properties: {
     workspaceId: idSchema,
-    projectId: idSchema,
-    milestoneId: idSchema,
-    initiativeId: idSchema,
-    parentId: idSchema,
-    status: commaListOf('statuses'),
-    priority: commaListOf('priorities'),
-    label: commaListOf('labels'),
-    assignedAgentId: agentIdSchema,
-    dependencyState: { type: 'string', enum: ['blocked', 'unblocked'] },
-    q: { ...qSchema, description: 'Literal text, case-insensitive, in title and description.' },
-    sort: { type: 'string', enum: ['priority', 'updatedAt', 'createdAt', 'dueDate', 'title'] },
-    direction: { type: 'string', enum: ['asc', 'desc'] },
+    ...taskFilterProperties,
     includeDependencyGraph: { type: 'boolean' },
     limit: limitSchema,
     cursor: cursorSchema,

@@ -18,6 +18,26 @@ export const agentIdSchema = { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,
 export const PRIORITY_ENUM = ['urgent', 'high', 'medium', 'low', 'none'] as const;
 export const STATUS_ENUM = ['backlog', 'ready', 'in-progress', 'in-review', 'blocked', 'done', 'cancelled'] as const;
 
+/** `status=a,b` and `status=a&status=b` both mean "any of". */
+export const commaListOf = (what: string) =>
+  ({ type: 'array', maxItems: 50, items: { type: 'string', maxLength: 2000 }, description: `Comma-separated ${what} (any of); the parameter may repeat.` }) as const;
+
+/** The task filters and order of GET /api/issues, shared by the export (GET /api/issues/export). */
+export const taskFilterProperties = {
+  projectId: idSchema,
+  milestoneId: idSchema,
+  initiativeId: idSchema,
+  parentId: idSchema,
+  status: commaListOf('statuses'),
+  priority: commaListOf('priorities'),
+  label: commaListOf('labels'),
+  assignedAgentId: agentIdSchema,
+  dependencyState: { type: 'string', enum: ['blocked', 'unblocked'] },
+  q: { ...qSchema, description: 'Literal text, case-insensitive, in title and description.' },
+  sort: { type: 'string', enum: ['priority', 'updatedAt', 'createdAt', 'dueDate', 'title'] },
+  direction: { type: 'string', enum: ['asc', 'desc'] },
+} as const;
+
 export const idParams = { type: 'object', required: ['id'], properties: { id: idSchema } } as const;
 
 export const contextPackSchema = {
