@@ -1,0 +1,101 @@
+/**
+ * How claims end: here first, then on the task in the issues service. A claim that ends here is
+ * marked `syncPending` until the issues service has applied the end, so a crash between the two
+ * stores is finished by the next sweep. Every change is conditional, so two replicas (or a sweep
+ * and a request) never end a claim twice.
+ */
+import type { ClaimTarget } from '@planning/proto/planning/issues/v1/claim_support_pb';
+import { endOfMovedTask } from '../domain/claims.js';
+import type { ClaimRecord, EndRequest } from '../store/claims.js';
+import { asSystem, systemTarget, SYSTEM_ACTOR, type CoreDeps } from './context.js';
+
+export class ClaimEnds {
+  constructor(private readonly deps: CoreDeps) {}
+
+  /** Ends a claim here, then (when `sync`) in the issues service. Returns the ended claim, if this call ended it. */
+  async endClaim(claim: ClaimRecord, request: Omit<EndRequest, 'meter'>): Promise<ClaimRecord | null> {
+    const ended = await this.deps.claims.end(claim._id, { ...request, meter: this.deps.meter });
+    if (ended && ended.syncPending) await this.syncEnd(ended, request.actor).catch((err: unknown) => this.deferred(ended, err));
+    return ended;
+  }
+
+  /**
+   * Tells the issues service a claim ended (the task returns to ready if it is still under it),
+   * then clears the claim's `syncPending`. Idempotent; the sweeper retries what failed. The end
+   * carries the claim's `startBy`: until then the task keeps a tombstone of the claim, so a start
+   * still on its way (its request gave up, its transaction did not) is refused there. Once the end
+   * is applied, no start of the claim can land any more: nothing is left to wait for.
+   */
+  async syncEnd(claim: ClaimRecord, actor: { type: string; id: string } = SYSTEM_ACTOR): Promise<ClaimTarget | undefined> {
+    let target: ClaimTarget | undefined;
+    if (claim.state === 'released' || claim.state === 'expired' || claim.state === 'aborted') {
+      const res = await this.deps.issues.endClaimedWork(
+        { issueId: claim.issueId, claimId: claim._id, outcome: claim.state, actor, startBy: claim.startBy.toISOString() },
+        asSystem(),
+      );
+      target = res.target;
+    }
+    await this.deps.claims.clearSync(claim._id);
+    return target;
+  }
+
+  /** Logs an end the issues service has not applied yet (the sweeper retries it). */
+  deferred(claim: ClaimRecord, err: unknown): undefined {
+    this.deps.logger.warn({ err, claimId: claim._id }, 'claim end not yet applied to its task; the sweeper retries');
+    return undefined;
+  }
+
+  /** Ends an active claim whose lease passed (and its task, if still under it). */
+  async expire(claim: ClaimRecord, now: Date): Promise<ClaimRecord | null> {
+    return this.endClaim(claim, {
+      state: 'expired',
+      reason: 'lease-expired',
+      now,
+      actor: SYSTEM_ACTOR,
+      sync: true,
+      where: { expiresAt: { $lte: now } },
+    });
+  }
+
+  /** Ends a claim whose start did not finish (the agent never got it); its run is given back. */
+  async abortStart(claim: ClaimRecord, reason: string, where: Record<string, unknown> = {}): Promise<ClaimRecord | null> {
+    return this.endClaim(claim, { state: 'aborted', reason, now: this.deps.clock(), actor: SYSTEM_ACTOR, sync: true, where: { started: false, ...where } });
+  }
+
+  /**
+   * Brings an answered active claim in line with its task: under it and unexpired, nothing to do;
+   * under it but past the mirrored expiry, it expires; not under it (the task was completed,
+   * released or moved on, and the event is still on its way), it ends as the task says.
+   * Returns true when the claim is still active afterwards.
+   */
+  async reconcile(claim: ClaimRecord, now: Date): Promise<boolean> {
+    if (!claim.started) return true;
+    const task = await systemTarget(this.deps.issues, claim.issueId);
+    if (task && task.status === 'in-progress' && task.claim?.claimId === claim._id) {
+      if (Date.parse(task.claim.expiresAt) > now.getTime()) return true;
+      // The task's mirror expired (its renewal was lost): the claim has lost the task.
+      await this.endClaim(claim, { state: 'expired', reason: 'lease-expired', now, actor: SYSTEM_ACTOR, sync: true });
+      return false;
+    }
+    const end = endOfMovedTask(task?.status);
+    await this.deps.claims.end(claim._id, { ...end, now, actor: SYSTEM_ACTOR, sync: false, where: { started: true } });
+    return false;
+  }
+
+  /** A task still under a claim whose mirrored expiry passed returns to ready now, and the claim ends. */
+  async expireMirror(target: ClaimTarget, now: Date): Promise<void> {
+    const mirror = target.claim;
+    if (!mirror) return;
+    const claim = await this.deps.claims.get(mirror.claimId);
+    if (claim && claim.state === 'active') {
+      if (claim.expiresAt <= now) await this.expire(claim, now);
+      else await this.reconcile(claim, now);
+      return;
+    }
+    // No active claim behind the mirror: end it on the task.
+    await this.deps.issues.endClaimedWork(
+      { issueId: target.issueId, claimId: mirror.claimId, outcome: 'expired', actor: SYSTEM_ACTOR, ...(claim ? { startBy: claim.startBy.toISOString() } : {}) },
+      asSystem(),
+    );
+  }
+}
