@@ -3,7 +3,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listedTools, toolsNamedIn } from '../../services/gateway/src/mcp/catalog.js';
+import { listedTools, PORTABLE_NAME, toolsNamedIn } from '../../services/gateway/src/mcp/catalog.js';
 import { createKey, createWorkspace, type TestKey } from '../support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster, type Mode } from '../support/cluster.js';
 import { login, request, requestOversized, type ApiResponse } from '../support/http.js';
@@ -41,8 +41,10 @@ interface McpSession {
   close(): Promise<void>;
 }
 
-async function connect(baseUrl: string, token: string, era: Era, toolset?: 'core'): Promise<McpSession> {
-  const url = new URL(`${baseUrl}/api/mcp${toolset ? `?toolset=${toolset}` : ''}`);
+async function connect(baseUrl: string, token: string, era: Era, toolset?: 'core', names: 'dotted' | 'portable' = 'dotted'): Promise<McpSession> {
+  const query = new URLSearchParams({ ...(toolset ? { toolset } : {}), ...(names === 'portable' ? { names } : {}) }).toString();
+  const url = new URL(`${baseUrl}/api/mcp${query ? `?${query}` : ''}`);
+  const prefix = names === 'portable' ? 'service_' : 'service.';
   const requestInit = { headers: { authorization: `Bearer ${token}` } };
   if (era === 'v1') {
     const client = new V1Client({ name: 'e2e-v1', version: '1.0.0' });
@@ -50,7 +52,7 @@ async function connect(baseUrl: string, token: string, era: Era, toolset?: 'core
     return {
       era,
       listTools: async () => (await client.listTools()).tools,
-      call: (name, args = {}) => client.callTool({ name: `service.${name}`, arguments: args }),
+      call: (name, args = {}) => client.callTool({ name: `${prefix}${name}`, arguments: args }),
       close: () => client.close(),
     };
   }
@@ -185,6 +187,41 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
         'update_task_contract',
       ].map((n) => `service.${n}`),
     );
+  });
+
+  it('mcp: ?names=portable lists service_ names (with toolset=core too); both names call the same tool with the same result', async () => {
+    for (const toolset of ['full', 'core'] as const) {
+      const query = `?names=portable${toolset === 'core' ? '&toolset=core' : ''}`;
+      const listed = (await mcpPost(rpcBody('tools/list'), { token: reader.token, query })).body.result.tools;
+      expect(listed.map((t: any) => t.name)).toEqual(listedTools(toolset, 'portable').map((t) => t.name));
+      for (const tool of listed) expect(tool.name).toMatch(PORTABLE_NAME);
+      const init = await mcpPost(rpcBody('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } }), { token: reader.token, query });
+      expect(init.body.result.instructions).toContain('service_');
+      expect(init.body.result.instructions).not.toContain('service.');
+      expect(init.body.result.serverInfo).toEqual({ name: 'planning-service', title: 'Planning service', version: expect.stringMatching(/^\d+\.\d+\.\d+/) });
+    }
+    const issue = await newIssue({ title: 'Portable twin', dueDate: '2031-05-01' });
+    // The SDK client on the portable URL, calling by the portable names.
+    const s = await connect(cluster.baseUrl, agent.token, 'modern', 'core', 'portable');
+    expect((await s.listTools()).every((t) => PORTABLE_NAME.test(t.name))).toBe(true);
+    const viaPortable = await s.call('get_task_contract', { issueId: issue.id });
+    await s.close();
+    // Both names, on either URL, call the same tool with the same result.
+    for (const query of ['', '?names=portable']) {
+      for (const name of ['service.get_task_contract', 'service_get_task_contract']) {
+        const res = await mcpPost(rpcBody('tools/call', { name, arguments: { issueId: issue.id } }), { query });
+        expect(res.body.result.structuredContent, `${name} ${query}`).toEqual(viaPortable.structuredContent);
+      }
+    }
+    const preflight = (await mcpPost(rpcBody('tools/call', { name: 'service.get_agent_preflight', arguments: {} }), { query: '?names=portable' })).body.result.structuredContent.data;
+    expect(preflight.firstSessionDecision.nextTool).toMatch(/^service_/);
+    const bootstrap = (await mcpPost(rpcBody('tools/call', { name: 'service_get_client_bootstrap', arguments: {} }), { query: '?names=portable' })).body.result.structuredContent.data;
+    expect(bootstrap.mcp.availableTools.every((n: string) => n.startsWith('service_'))).toBe(true);
+    expect(bootstrap.recommendedCallOrder.every((st: any) => st.tool.startsWith('service_'))).toBe(true);
+    // A refusal names the tool as the caller's list does.
+    const refused = await mcpPost(rpcBody('tools/call', { name: 'service.add_comment', arguments: { issueId: issue.id, body: 'x' } }), { token: reader.token, query: '?names=portable' });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.message).toContain('service_add_comment');
   });
 
   it('mcp: a whole agent session over the SDK client (modern and session-era), then the state through REST', async () => {
@@ -367,6 +404,8 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     const badToolset = await mcpPost(list, { query: '?toolset=bogus' });
     expect(badToolset.status).toBe(400);
     expect(badToolset.body).toMatchObject({ jsonrpc: '2.0', id: 1, error: { code: -32602, message: expect.stringContaining('toolset'), data: { code: 'invalid-input', field: 'toolset' } } });
+    const badNames = await mcpPost(list, { query: '?names=camel' });
+    expect(badNames.body).toMatchObject({ id: 1, error: { code: -32602, data: { code: 'invalid-input', field: 'names' } } });
     // An oversized body: HTTP 413 with a JSON-RPC -32600 body.
     // (Refused by its length before it is read: the client may still be writing when the connection closes.)
     const huge = await requestOversized(cluster.baseUrl, 'POST', '/api/mcp', {

@@ -10,6 +10,22 @@ import type { Scope } from '@planning/plans';
 
 export const TOOL_PREFIX = 'service.';
 
+/**
+ * How tool names are written on the wire: `dotted` is the contract's `service.<name>` (the
+ * default list); `portable` is `service_<name>`, for hosts and model APIs that accept only
+ * `^[a-zA-Z0-9_-]{1,64}$` (`POST /api/mcp?names=portable`). `tools/call` takes both, always.
+ */
+export const NAME_STYLES = ['dotted', 'portable'] as const;
+export type NameStyle = (typeof NAME_STYLES)[number];
+export const NAME_PREFIXES: Readonly<Record<NameStyle, string>> = { dotted: TOOL_PREFIX, portable: 'service_' };
+/** What strict hosts and model APIs accept as a tool name. */
+export const PORTABLE_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** A catalog name (`claim_work`) as the wire writes it in a name style. */
+export function wireName(name: string, names: NameStyle = 'dotted'): string {
+  return `${NAME_PREFIXES[names]}${name}`;
+}
+
 /** MCP lists are paged like REST's; without `limit` they return 20 items (REST: up to 500), to spare the agent's context. */
 export const MCP_DEFAULT_LIMIT = 20;
 
@@ -379,14 +395,12 @@ const ALIASES: Record<string, { of: string; title: string }> = {
 };
 
 function aliasTool(name: string, title: string, of: ToolDefinition): ToolDefinition {
-  return {
-    ...of,
-    name,
-    title,
-    description: `${of.description} Alias of ${TOOL_PREFIX}${of.name}.`,
-    core: false,
-    aliasOf: of.name,
-  };
+  return { ...of, name, title, core: false, aliasOf: of.name };
+}
+
+/** A tool's description as a list shows it: an alias names its canonical tool in the list's name style. */
+export function descriptionOf(tool: ToolDefinition, names: NameStyle = 'dotted'): string {
+  return tool.aliasOf ? `${tool.description} Alias of ${wireName(tool.aliasOf, names)}.` : tool.description;
 }
 
 const byName = new Map(TOOLS.map((t) => [t.name, t]));
@@ -428,21 +442,29 @@ export const CATALOG: readonly ToolDefinition[] = TOOL_ORDER.map((name) => {
   return tool;
 });
 
-const catalogByName = new Map(CATALOG.map((t) => [`${TOOL_PREFIX}${t.name}`, t]));
+const catalogByName = new Map(CATALOG.flatMap((t) => NAME_STYLES.map((style) => [wireName(t.name, style), t] as const)));
 
-/** The tool a wire name (`service.search_issues`) names, if any. */
-export function toolNamed(wireName: string): ToolDefinition | undefined {
-  return catalogByName.get(wireName);
+/** The tool a wire name names, in either style (`service.search_issues`, `service_search_issues`), if any. */
+export function toolNamed(name: string): ToolDefinition | undefined {
+  return catalogByName.get(name);
 }
 
 export type Toolset = 'full' | 'core';
 
+/** The tool list a caller reads: which tools (`toolset`) and how their names are written (`names`). */
+export interface ToolView {
+  toolset: Toolset;
+  names: NameStyle;
+}
+
+export const DEFAULT_VIEW: ToolView = { toolset: 'full', names: 'dotted' };
+
 /** The `tools/list` entries of a toolset, as the wire shows them. */
-export function listedTools(toolset: Toolset) {
+export function listedTools(toolset: Toolset, names: NameStyle = 'dotted') {
   return CATALOG.filter((t) => toolset === 'full' || t.core).map((t) => ({
-    name: `${TOOL_PREFIX}${t.name}`,
+    name: wireName(t.name, names),
     title: t.title,
-    description: t.description,
+    description: descriptionOf(t, names),
     inputSchema: t.inputSchema,
     outputSchema: t.outputSchema,
     annotations: t.annotations,
@@ -477,7 +499,7 @@ export const CALL_ORDER: readonly { tool: string; purpose: string }[] = [
 
 /** The call order of a toolset: only steps whose tool the toolset lists (`core` starts at search_issues). */
 export function callOrder(toolset: Toolset): readonly { tool: string; purpose: string }[] {
-  return toolset === 'full' ? CALL_ORDER : CALL_ORDER.filter((step) => toolNamed(`${TOOL_PREFIX}${step.tool}`)?.core);
+  return toolset === 'full' ? CALL_ORDER : CALL_ORDER.filter((step) => toolNamed(wireName(step.tool))?.core);
 }
 
 /** Catalog tool names (without prefix) that a text names, e.g. in instructions or a reason. */

@@ -8,7 +8,7 @@
  */
 import { claimAndIssueBody, claimWorkBody, readyWorkBody, statusPostBody } from '../routes/agents.js';
 import { MCP_DEFAULT_LIMIT } from './catalog.js';
-import type { ToolHandler } from './tools.js';
+import type { ToolHandler } from './tool-context.js';
 
 export const claimToolHandlers: Record<string, ToolHandler> = {
   list_ready_work: async (a, ctx) =>

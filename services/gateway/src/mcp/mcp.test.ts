@@ -4,7 +4,7 @@ import { WorkspaceCustomizationSchema } from '@planning/proto/planning/issues/v1
 import { firstSessionDecision, type PreflightFacts } from '../routes/guidance-agent.js';
 import { customizationJson } from '../routes/guidance-json.js';
 import { argumentProblemOf, createArgumentValidator } from './arguments.js';
-import { CALL_ORDER, callOrder, CATALOG, listedTools, requiredScopes, toolNamed, toolsNamedIn, type Toolset } from './catalog.js';
+import { CALL_ORDER, callOrder, CATALOG, listedTools, PORTABLE_NAME, requiredScopes, toolNamed, toolsNamedIn, type Toolset } from './catalog.js';
 import { normalizeAccept, originAllowed } from './route.js';
 import { instructionsFor } from './server.js';
 import { TOOL_HANDLERS } from './tools.js';
@@ -51,6 +51,22 @@ describe('mcp: tool catalog', () => {
       expect(toolNamed(`service.${tool.name}`)).toBe(tool);
     }
     expect(toolNamed('search_issues')).toBeUndefined();
+  });
+
+  it('mcp: portable names: every listed name matches ^[a-zA-Z0-9_-]{1,64}$ and names the same tool as its dotted twin', () => {
+    for (const toolset of ['full', 'core'] as const) {
+      const portable = listedTools(toolset, 'portable');
+      const dotted = listedTools(toolset);
+      expect(portable.map((t) => t.name)).toEqual(dotted.map((t) => t.name.replace('service.', 'service_')));
+      for (const [i, tool] of portable.entries()) {
+        expect(tool.name).toMatch(PORTABLE_NAME);
+        expect(toolNamed(tool.name)).toBe(toolNamed(dotted[i]!.name));
+        // Aliases name their canonical tool the way the list does.
+        if (tool.description.includes('Alias of')) expect(tool.description).toMatch(/Alias of service_[a-z_]+\.$/);
+        expect(tool.description).not.toContain('service.');
+      }
+    }
+    for (const name of ['service-claim_work', 'service_', 'claim_work', 'SERVICE_claim_work']) expect(toolNamed(name), name).toBeUndefined();
   });
 
   it('mcp: task-named tools are aliases sharing the issue-named implementation and schemas', () => {
@@ -163,8 +179,11 @@ describe('mcp: toolsets name only tools they list', () => {
 
   it.each(['full', 'core'] as const)('mcp: %s: the server instructions and the call order name only listed, canonical tools', (toolset) => {
     const listed = names(toolset);
-    const instructions = instructionsFor(toolset);
+    const instructions = instructionsFor({ toolset, names: 'dotted' });
     expect(instructions).not.toContain('..');
+    const portable = instructionsFor({ toolset, names: 'portable' });
+    expect(portable).toContain('service_search_issues');
+    expect(portable).not.toContain('service.');
     const named = toolsNamedIn(instructions);
     expect(named.length).toBeGreaterThan(2);
     for (const tool of named) {
@@ -195,7 +214,9 @@ describe('mcp: toolsets name only tools they list', () => {
       { ...base, queue: { quotaState: 'within-run-budget', claimable: 0, total: 0 } },
     ];
     for (const facts of cases) {
-      const decision = firstSessionDecision(facts, toolset);
+      const decision = firstSessionDecision(facts, { toolset, names: 'dotted' });
+      const portable = firstSessionDecision(facts, { toolset, names: 'portable' });
+      expect(portable.nextTool).toBe(decision.nextTool?.replace('service.', 'service_') ?? null);
       for (const tool of [...(decision.nextTool ? [decision.nextTool.replace('service.', '')] : []), ...toolsNamedIn(decision.reason)]) {
         expect(listed.has(tool), `${decision.decision} names ${tool}`).toBe(true);
         expect(toolNamed(`service.${tool}`)!.aliasOf).toBeUndefined();
@@ -313,7 +334,7 @@ describe('mcp: first session decision', () => {
       nextTool: 'service.list_issue_reminders',
     });
     // The compact list has no reminder tool: taskHealth.firstReminder comes with search_issues.
-    expect(firstSessionDecision({ ...base, queue: { quotaState: 'within-run-budget', claimable: 0, total: 4 } }, 'core').nextTool).toBe('service.search_issues');
+    expect(firstSessionDecision({ ...base, queue: { quotaState: 'within-run-budget', claimable: 0, total: 4 } }, { toolset: 'core', names: 'dotted' }).nextTool).toBe('service.search_issues');
   });
 });
 

@@ -9,7 +9,7 @@ import { Ajv } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { markDenial } from '../auth.js';
 import type { GatewayDeps } from '../deps.js';
-import { requiredScopes, toolNamed, type Toolset } from './catalog.js';
+import { NAME_STYLES, requiredScopes, toolNamed, wireName, type NameStyle, type Toolset, type ToolView } from './catalog.js';
 import { MCP_PATH, PROTOCOL_VERSIONS } from './protocol.js';
 import { authInfoFor, createServerFactory, type McpCallState } from './server.js';
 
@@ -200,7 +200,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
       return payload;
     });
 
-    scope.post<{ Querystring: { toolset?: Toolset } }>(
+    scope.post<{ Querystring: { toolset?: Toolset; names?: NameStyle } }>(
       MCP_PATH,
       {
         schema: {
@@ -208,13 +208,16 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
           description: [
             `Protocol revisions: ${PROTOCOL_VERSIONS.join(', ')} (2026-07-28 statelessly with the per-request \`_meta\` envelope; the session-era ones with \`initialize\`, without sessions).`,
             'Methods: `initialize`, `server/discover`, `ping`, `tools/list`, `tools/call`; others -32601. Responses are JSON (no SSE); batches are refused (-32600).',
-            '`?toolset=core` lists the compact tool set; another value is a JSON-RPC -32602 naming `toolset` (HTTP 400). A tool call the token lacks the scope for gets 403 with the error envelope; a refusal is a tool result with `isError` and `structuredContent.error`; bad arguments are -32602 naming the field.',
+            '`?toolset=core` lists the compact tool set; `?names=portable` names the tools `service_<name>` (for hosts that accept only `^[a-zA-Z0-9_-]{1,64}$`; `tools/call` takes both forms always); another value is a JSON-RPC -32602 naming the parameter (HTTP 400). A tool call the token lacks the scope for gets 403 with the error envelope; a refusal is a tool result with `isError` and `structuredContent.error`; bad arguments are -32602 naming the field.',
             `A body over ${MCP_BODY_LIMIT} bytes is HTTP 413 with a JSON-RPC -32600 body. The \`Origin\` check runs before authentication; listed browser origins get CORS headers (preflight: \`OPTIONS /api/mcp\`). See docs/mcp.md.`,
           ].join(' '),
           querystring: {
             type: 'object',
             additionalProperties: false,
-            properties: { toolset: { type: 'string', enum: ['full', 'core'], description: '`core`: the issue-named tools without aliases and guidance tools.' } },
+            properties: {
+              toolset: { type: 'string', enum: ['full', 'core'], description: '`core`: the issue-named tools without aliases and guidance tools.' },
+              names: { type: 'string', enum: [...NAME_STYLES], description: '`portable`: tools listed as `service_<name>` instead of `service.<name>`.' },
+            },
           },
           body: {
             type: 'object',
@@ -251,14 +254,15 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
           return jsonRpcError(reply, 400, -32600, 'Invalid Request: JSON-RPC batches are not supported; send one message per request');
         }
         const message = parsed.ok && parsed.value && typeof parsed.value === 'object' ? (parsed.value as { method?: unknown; params?: { name?: unknown } }) : undefined;
+        const view: ToolView = { toolset: request.query.toolset === 'core' ? 'core' : 'full', names: request.query.names === 'portable' ? 'portable' : 'dotted' };
         if (message?.method === 'tools/call' && typeof message.params?.name === 'string') {
           const tool = toolNamed(message.params.name);
           const missing = tool ? requiredScopes(tool).filter((s) => !request.principal.scopes.includes(s)) : [];
           if (missing.length > 0) {
-            throw new ServiceError('forbidden', `The token lacks the scope ${missing.map((s) => `'${s}'`).join(', ')} for ${message.params.name}`, { reason: 'missing-scope' });
+            throw new ServiceError('forbidden', `The token lacks the scope ${missing.map((s) => `'${s}'`).join(', ')} for ${wireName(tool!.name, view.names)}`, { reason: 'missing-scope' });
           }
         }
-        const state: McpCallState = { principal: request.principal, toolset: request.query.toolset === 'core' ? 'core' : 'full' };
+        const state: McpCallState = { principal: request.principal, view };
         const webRequest = webRequestOf(request, raw);
         const legacy = await isLegacyRequest(webRequest, parsed.ok ? parsed.value : undefined);
         if (!legacy && message?.method === 'subscriptions/listen') {

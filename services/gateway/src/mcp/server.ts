@@ -4,37 +4,39 @@ import type { Principal } from '@planning/rpc';
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { argumentProblemOf, createArgumentValidator } from './arguments.js';
-import { listedTools, requiredScopes, TOOL_PREFIX, toolNamed, type Toolset } from './catalog.js';
+import product from '../../../../package.json' with { type: 'json' };
+import { DEFAULT_VIEW, listedTools, NAME_PREFIXES, requiredScopes, toolNamed, wireName, type ToolView } from './catalog.js';
 import { TOOL_HANDLERS } from './tools.js';
 
 /** What one HTTP request hands its MCP server instance (through the SDK's `authInfo.extra`). */
 export interface McpCallState {
   principal: Principal;
-  toolset: Toolset;
+  view: ToolView;
 }
 
-export const SERVER_INFO = { name: 'planning-service', title: 'Planning service', version: '1.0.0' } as const;
+/** `serverInfo`: the product and its release (the repository's package version). */
+export const SERVER_INFO = { name: product.name, title: 'Planning service', version: product.version } as const;
 
-const PREFIXED = `Every tool name starts with "${TOOL_PREFIX}" (e.g. ${TOOL_PREFIX}search_issues).`;
+const prefixed = (view: ToolView) => `Every tool name starts with "${NAME_PREFIXES[view.names]}" (e.g. ${wireName('search_issues', view.names)}).`;
 const RETRIES = 'Reads are safe to retry; writes need issues:write and agents:execute and are not all idempotent (comments, time, evidence).';
 
 /**
  * The server's `instructions` (the API document's rules for clients) for a toolset: they name
  * only tools that toolset lists, by their canonical (issue-named) names.
  */
-export function instructionsFor(toolset: Toolset): string {
-  if (toolset === 'core') {
+export function instructionsFor(view: ToolView = DEFAULT_VIEW): string {
+  if (view.toolset === 'core') {
     return [
-      `Work planning for coding agents; this is the compact tool list. ${PREFIXED}`,
+      `Work planning for coding agents; this is the compact tool list. ${prefixed(view)}`,
       '1. Call list_ready_work first: your held task comes first; else claim the top claimable one with claim_work.',
       '2. Before claiming or changing a task, read taskHealth from search_issues and follow safeNextActions.',
       '3. After claiming: get_task_contract and get_context_pack; post_status before the lease expires; add_evidence per check; update_issue_status to in-review when verified.',
       `4. ${RETRIES}`,
-      'Preflight, workspace customization, standards, launch readiness, knowledgebase, reminders, bootstrap and the task-named aliases are in the full list (POST /api/mcp without ?toolset=core).',
+      'Preflight, workspace customization, standards, launch readiness, knowledgebase, reminders, bootstrap and the task-named aliases are in the full list (the endpoint without toolset=core).',
     ].join('\n');
   }
   return [
-    `Work planning for coding agents. ${PREFIXED} Task-named aliases share the issue-named tools.`,
+    `Work planning for coding agents. ${prefixed(view)} Task-named aliases share the issue-named tools.`,
     '1. Call get_agent_preflight first and follow firstSessionDecision.',
     '2. Call get_workspace_customization and keep its views, rules, evidencePolicy and handoffPacket for the run.',
     '3. Before claiming or changing a task, read taskHealth from search_issues and follow safeNextActions (list_issue_reminders).',
@@ -72,9 +74,12 @@ function toolResult(body: object, isError = false): CallToolResult {
 export function createServerFactory(deps: GatewayDeps, logger: FastifyBaseLogger) {
   const validate = createArgumentValidator();
   return (ctx: Pick<McpRequestContext, 'authInfo'>): Server => {
-    const toolset = (ctx.authInfo?.extra?.planning as McpCallState | undefined)?.toolset ?? 'full';
-    const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: instructionsFor(toolset) });
-    server.setRequestHandler('tools/list', async () => ({ tools: listedTools(stateOf(ctx).toolset) as Tool[] }));
+    const view = (ctx.authInfo?.extra?.planning as McpCallState | undefined)?.view ?? DEFAULT_VIEW;
+    const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: instructionsFor(view) });
+    server.setRequestHandler('tools/list', async () => {
+      const state = stateOf(ctx);
+      return { tools: listedTools(state.view.toolset, state.view.names) as Tool[] };
+    });
     server.setRequestHandler('tools/call', async (request) => {
       const state = stateOf(ctx);
       const name = request.params.name;
@@ -86,12 +91,12 @@ export function createServerFactory(deps: GatewayDeps, logger: FastifyBaseLogger
       // The route refuses a missing scope with HTTP 403 before the call gets here; kept as a second gate.
       const missing = requiredScopes(tool).filter((s) => !state.principal.scopes.includes(s));
       if (missing.length > 0) {
-        return toolResult(new ServiceError('forbidden', `The token lacks the scope ${missing.join(', ')}`, { reason: 'missing-scope' }).toBody(), true);
+        return toolResult(new ServiceError('forbidden', `The token lacks the scope ${missing.join(', ')} for ${wireName(tool.name, state.view.names)}`, { reason: 'missing-scope' }).toBody(), true);
       }
       const handler = TOOL_HANDLERS[tool.aliasOf ?? tool.name];
       if (!handler) throw new ProtocolError(ProtocolErrorCode.InternalError, 'Internal error');
       try {
-        const body = await handler(args as Record<string, unknown>, { deps, principal: state.principal, toolset: state.toolset });
+        const body = await handler(args as Record<string, unknown>, { deps, principal: state.principal, view: state.view });
         return server.projectCallToolResult(toolResult(body), tool.outputSchema);
       } catch (err) {
         const error = toServiceError(err);

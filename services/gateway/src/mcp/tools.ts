@@ -6,23 +6,13 @@
  * ServiceErrors (server.ts turns them into tool errors).
  */
 import { ServiceError } from '@planning/errors';
-import type { Principal } from '@planning/rpc';
-import type { GatewayDeps } from '../deps.js';
 import { agentPreflight, clientBootstrap, tokenIdentity } from '../routes/guidance-agent.js';
 import { contextPackJson, customizationJson, hitJson, launchReadinessJson, standardsJson } from '../routes/guidance-json.js';
 import { createTaskRequest, instructionsPatch, taskPatch, type RestInstructions, type RestIssueCreate } from '../routes/planning-input.js';
 import { approvalJson, commentJson, evidenceJson, issueJson, reminderItemJson, taskContractJson, timeEntryJson } from '../routes/planning-json.js';
-import { MCP_DEFAULT_LIMIT, type Toolset } from './catalog.js';
+import { MCP_DEFAULT_LIMIT } from './catalog.js';
 import { claimToolHandlers } from './claim-tools.js';
-
-export interface ToolContext {
-  deps: GatewayDeps;
-  principal: Principal;
-  /** The tool list the caller reads: guidance that names tools names only listed ones. */
-  toolset: Toolset;
-}
-
-export type ToolHandler = (args: Record<string, any>, ctx: ToolContext) => Promise<Record<string, unknown>>;
+import type { ToolContext, ToolHandler } from './tool-context.js';
 
 const options = (ctx: ToolContext) => ({ principal: ctx.principal });
 const workspaceOf = (ctx: ToolContext) => tokenIdentity(ctx.principal).workspaceId;
@@ -87,8 +77,8 @@ const listIssueReminders: ToolHandler = async (a, ctx) => {
 
 /** Handlers by canonical (issue-named) tool name; aliases resolve to these. */
 export const TOOL_HANDLERS: Readonly<Record<string, ToolHandler>> = {
-  get_client_bootstrap: async (_a, ctx) => ({ data: await clientBootstrap(ctx.deps, ctx.principal, ctx.toolset) }),
-  get_agent_preflight: async (_a, ctx) => ({ data: await agentPreflight(ctx.deps, ctx.principal, ctx.toolset) }),
+  get_client_bootstrap: async (_a, ctx) => ({ data: await clientBootstrap(ctx.deps, ctx.principal, ctx.view) }),
+  get_agent_preflight: async (_a, ctx) => ({ data: await agentPreflight(ctx.deps, ctx.principal, ctx.view) }),
   get_workspace_customization: async (_a, ctx) => {
     const { customization } = await ctx.deps.rpc.guidance.getWorkspaceCustomization({ workspaceId: workspaceOf(ctx) }, options(ctx));
     return { data: customizationJson(customization) };

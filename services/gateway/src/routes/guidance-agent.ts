@@ -9,7 +9,7 @@ import { ServiceError } from '@planning/errors';
 import { effectiveRateLimit, PLANS, type Scope } from '@planning/plans';
 import type { Principal } from '@planning/rpc';
 import type { GatewayDeps } from '../deps.js';
-import { callOrder, CATALOG, requiredScopes, TOOL_PREFIX, toolNamed, type Toolset } from '../mcp/catalog.js';
+import { callOrder, CATALOG, DEFAULT_VIEW, requiredScopes, toolNamed, wireName, type ToolView } from '../mcp/catalog.js';
 import { MCP_PATH, PROTOCOL_VERSIONS } from '../mcp/protocol.js';
 
 export const WRITE_SCOPES: readonly Scope[] = ['issues:write', 'agents:execute'];
@@ -24,8 +24,11 @@ export function tokenIdentity(principal: Principal): { workspaceId: string; agen
 
 const hasScopes = (principal: Principal, scopes: readonly Scope[]) => scopes.every((s) => principal.scopes.includes(s));
 
-/** `toolset`: the MCP tool list the caller reads (`core` over `?toolset=core`); REST callers get the full one. */
-export async function clientBootstrap(deps: GatewayDeps, principal: Principal, toolset: Toolset = 'full') {
+/**
+ * `view`: the MCP tool list the caller reads (`?toolset=core`, `?names=portable`); tools are named
+ * as that list names them. REST callers get the full list with the contract's names.
+ */
+export async function clientBootstrap(deps: GatewayDeps, principal: Principal, view: ToolView = DEFAULT_VIEW) {
   const { workspaceId, agentId, keyId } = tokenIdentity(principal);
   const options = { principal };
   const [key, access, apiRequestsUsed] = await Promise.all([
@@ -48,12 +51,12 @@ export async function clientBootstrap(deps: GatewayDeps, principal: Principal, t
       endpoint: MCP_PATH,
       protocolVersions: [...PROTOCOL_VERSIONS],
       toolsets: { full: CATALOG.length, core: CATALOG.filter((t) => t.core).length },
-      availableTools: CATALOG.filter((t) => hasScopes(principal, requiredScopes(t))).map((t) => `${TOOL_PREFIX}${t.name}`),
+      availableTools: CATALOG.filter((t) => hasScopes(principal, requiredScopes(t))).map((t) => wireName(t.name, view.names)),
     },
-    recommendedCallOrder: callOrder(toolset).map((step, i) => {
+    recommendedCallOrder: callOrder(view.toolset).map((step, i) => {
       const tool = byName.get(step.tool)!;
       const missing = requiredScopes(tool).filter((s) => !principal.scopes.includes(s));
-      return { step: i + 1, tool: `${TOOL_PREFIX}${step.tool}`, purpose: step.purpose, available: missing.length === 0, missingScopes: missing };
+      return { step: i + 1, tool: wireName(step.tool, view.names), purpose: step.purpose, available: missing.length === 0, missingScopes: missing };
     }),
   };
 }
@@ -74,15 +77,16 @@ export interface PreflightFacts {
 
 /**
  * What an agent should do first, and why (the rules in order; first match wins). `nextTool` is a
- * canonical tool the caller's toolset lists: with `core`, reminders are read through
- * search_issues (each task's taskHealth.firstReminder) since list_issue_reminders is not listed.
+ * canonical tool the caller's list has, named as that list names it: with `core`, reminders are
+ * read through search_issues (each task's taskHealth.firstReminder) since list_issue_reminders is
+ * not listed.
  */
 export function firstSessionDecision(
   f: PreflightFacts,
-  toolset: Toolset = 'full',
+  view: ToolView = DEFAULT_VIEW,
 ): { decision: SessionDecision; reason: string; nextTool: string | null; issueId: string | null } {
-  const tool = (name: string) => `${TOOL_PREFIX}${name}`;
-  const reminders = toolset === 'full' || toolNamed(tool('list_issue_reminders'))?.core ? 'list_issue_reminders' : 'search_issues';
+  const tool = (name: string) => wireName(name, view.names);
+  const reminders = view.toolset === 'full' || toolNamed(wireName('list_issue_reminders'))?.core ? 'list_issue_reminders' : 'search_issues';
   if (f.apiRequests.limit !== null && f.apiRequests.used >= f.apiRequests.limit) {
     return { decision: 'blocked', reason: "The workspace's monthly API request quota is used up.", nextTool: null, issueId: null };
   }
@@ -113,7 +117,7 @@ export function firstSessionDecision(
   return { decision: 'claim-next', reason: `${f.queue.claimable} claimable task(s); the top-ranked one is suggested.`, nextTool: tool('claim_work'), issueId: f.queue.nextIssueId };
 }
 
-export async function agentPreflight(deps: GatewayDeps, principal: Principal, toolset: Toolset = 'full') {
+export async function agentPreflight(deps: GatewayDeps, principal: Principal, view: ToolView = DEFAULT_VIEW) {
   const { workspaceId, agentId, keyId } = tokenIdentity(principal);
   const options = { principal };
   const now = deps.clock();
@@ -190,7 +194,7 @@ export async function agentPreflight(deps: GatewayDeps, principal: Principal, to
     generatedAt: now.toISOString(),
     agent: { agentId, keyId },
     workspace: { id: workspaceId, planId: access.planId, status: access.status },
-    firstSessionDecision: firstSessionDecision(facts, toolset),
+    firstSessionDecision: firstSessionDecision(facts, view),
     checks,
   };
 }
