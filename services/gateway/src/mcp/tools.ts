@@ -1,4 +1,3 @@
-/* eslint-disable @typescript-eslint/no-explicit-any -- arguments were validated against the tool's input schema before a handler runs. */
 /**
  * What each MCP tool does: the gRPC calls of its REST twin, with the REST request mapping and the
  * REST JSON mappers, so a tool result's `structuredContent` is the twin's response body
