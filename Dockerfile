@@ -1,14 +1,18 @@
 # The planning service image: one image for every target.
 #
 #   docker build -t planning-service:dev .
-#   docker run --rm -p 8080:8080 -v planning-data:/data planning-service:dev        # all-in-one
-#   docker run --rm planning-service:dev --target=issues --print-config             # one service
+#   docker run --rm --read-only --tmpfs /tmp -p 8080:8080 -v planning-data:/data planning-service:dev   # all-in-one
+#   docker run --rm planning-service:dev --target=issues --print-config                                # one service
 #
-# Stages: manifests (the files pnpm install reads) -> build (install, bundle with esbuild) ->
-# runtime-deps (the few packages the bundle keeps external) -> runtime (the final image).
+# Stages: manifests (the files pnpm install reads) -> build (install, bundle with esbuild, deploy
+# the bundle's external packages from the lockfile) -> runtime (the final image).
 # Plain Dockerfile syntax: builds with BuildKit, the classic builder, Buildah and Kaniko alike.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node.js 24 (Active LTS) on Debian 13 "trixie", pinned by the digest of its multi-platform image
+# index (linux/amd64, arm64, ppc64le, s390x), so every build starts from the same bytes. This index
+# is Node 24.20.0; refresh the pin (tag and digest together) for Node and Debian security updates,
+# see docs/operations.md, "Updating the base image".
+ARG NODE_IMAGE=node:24.20.0-trixie-slim@sha256:50c3b2f6988dfc307b86e5301d69611af31f4789bdf232863b07d3b02fe55ae0
 
 # ---- manifests -------------------------------------------------------------------------------
 # Copies out only what `pnpm install` reads, with the workspace layout intact. A source change
@@ -20,13 +24,19 @@ COPY . .
 RUN mkdir -p /manifests \
  && cp package.json pnpm-lock.yaml pnpm-workspace.yaml /manifests/ \
  && if [ -f .npmrc ]; then cp .npmrc /manifests/; fi \
- && for f in libs/*/package.json services/*/package.json; do \
+ && for f in libs/*/package.json services/*/package.json image/package.json; do \
       mkdir -p "/manifests/$(dirname "$f")" && cp "$f" "/manifests/$f"; \
     done
 
 # ---- build -----------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
+# A compiler for native addons whose prebuilt binary cannot be fetched (better-sqlite3 falls back
+# to node-gyp). node-gyp takes the headers from this Node installation instead of downloading them.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
+ENV npm_config_nodedir=/usr/local
 # pnpm 10 from npm, at the exact version package.json's packageManager names (corepack cannot be
 # used on our builders; pnpm would otherwise fetch that version itself on first run).
 COPY package.json ./
@@ -38,21 +48,22 @@ COPY --from=manifests /manifests/ ./
 RUN pnpm install --frozen-lockfile
 # Only what the bundle is built from (.dockerignore keeps tests and node_modules out).
 COPY tsconfig.base.json tsconfig.json ./
-COPY scripts/build.mjs scripts/
+COPY scripts/build.mjs scripts/check-image-deps.mjs scripts/
 COPY src/ src/
 COPY libs/ libs/
 COPY services/ services/
 # Writes dist/main.mjs (+ source map, legal notices) and dist/package.json, whose dependencies
-# are the packages left out of the bundle: a native addon and packages that read .proto files.
+# are the packages left out of the bundle: native addons and packages that read files from their
+# own folder at run time.
 RUN pnpm build
-
-# ---- runtime-deps ----------------------------------------------------------------------------
-# Installed on the same base image as the runtime, so the native addon's prebuilt binary matches.
-# No install scripts are needed (the addon ships prebuilt per platform), so none run.
-FROM ${NODE_IMAGE} AS runtime-deps
-WORKDIR /app
-COPY --from=build /src/dist/package.json ./
-RUN npm install --omit=dev --no-fund --no-audit --ignore-scripts --loglevel=error
+# Those packages come from the workspace package image/, at the versions pnpm-lock.yaml holds
+# (their dependencies too): `pnpm deploy` installs exactly what the tests ran with, compiling
+# native addons for this Node. The check stops the build when the bundle needs a package, or a
+# version, that image/package.json does not name.
+RUN node scripts/check-image-deps.mjs dist/package.json image/package.json \
+ && pnpm --filter @planning/image-deps --config.inject-workspace-packages=true \
+      deploy --prod --frozen-lockfile /deploy \
+ && rm -f /deploy/pnpm-lock.yaml /deploy/package.json
 
 # ---- runtime ---------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime
@@ -74,8 +85,11 @@ ENV NODE_ENV=production \
     DATA_DIR=/data
 
 WORKDIR /app
-# Owned by root and read-only to the service user: the process cannot modify its own code.
-COPY --from=runtime-deps /app/node_modules ./node_modules
+# Owned by root and read-only to the service user: the process cannot modify its own code. The
+# process writes only to /data (all-in-one's DATA_DIR) and /tmp, so the container runs with a
+# read-only root filesystem (docker run --read-only --tmpfs /tmp; the Helm chart sets
+# readOnlyRootFilesystem and mounts an emptyDir on /tmp).
+COPY --from=build /deploy/node_modules ./node_modules
 COPY --from=build /src/dist/ ./
 
 # All-in-one keeps the embedded store here (DATA_DIR). Distributed targets use MongoDB and never
@@ -86,7 +100,8 @@ VOLUME ["/data"]
 # The base image's "node" user, by number so Kubernetes can verify runAsNonRoot.
 USER 1000:1000
 
-EXPOSE 8080 50051
+# HTTP (REST, MCP, probes), gRPC, and the Prometheus scrape endpoint (METRICS_PORT).
+EXPOSE 8080 50051 9464
 
 # For Docker and Compose; Kubernetes ignores this and uses the chart's probes. Slim images have no
 # curl, so node asks.

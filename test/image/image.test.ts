@@ -1,0 +1,48 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const checkScript = join(root, 'scripts/check-image-deps.mjs');
+const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+
+describe('container image', () => {
+  const temp = mkdtempSync(join(tmpdir(), 'image-deps-'));
+  afterAll(() => rmSync(temp, { recursive: true, force: true }));
+
+  it('image: the packages the bundle keeps external are the ones the image deploys from the lockfile', () => {
+    // dist/ is built by the test run's global setup.
+    const out = execFileSync(process.execPath, [checkScript, join(root, 'dist/package.json'), join(root, 'image/package.json')], {
+      encoding: 'utf8',
+    });
+    expect(out).toMatch(/runtime packages match/);
+  });
+
+  it('image: a package missing from image/package.json, or at another version, stops the build', () => {
+    const dist = join(temp, 'dist.json');
+    const image = join(temp, 'image.json');
+    writeFileSync(dist, JSON.stringify({ dependencies: { 'native-addon': '1.2.3', shared: '2.0.0' } }));
+    writeFileSync(image, JSON.stringify({ dependencies: { shared: '2.0.1', leftover: '1.0.0' } }));
+    const result = spawnSync(process.execPath, [checkScript, dist, image], { encoding: 'utf8' });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('missing:  "native-addon": "1.2.3"');
+    expect(result.stderr).toContain('"shared" is "2.0.1", the bundle was built with "2.0.0"');
+    expect(result.stderr).toContain('unused:   "leftover"');
+  });
+
+  it('image: every stage starts from Node 24 pinned by digest, and the runtime runs as a numeric non-root user', () => {
+    const base = /^ARG NODE_IMAGE=(\S+)$/m.exec(dockerfile)?.[1];
+    expect(base).toMatch(/^node:24[\w.-]*@sha256:[0-9a-f]{64}$/);
+    const froms = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]);
+    expect(froms.length).toBeGreaterThan(1);
+    for (const from of froms) expect(from).toBe('${NODE_IMAGE}');
+    const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+    expect(runtime).toMatch(/^USER 1000:1000$/m);
+    // Installed from the lockfile, never resolved afresh at build time.
+    expect(dockerfile).not.toMatch(/(?<![p\w])npm (install|i|ci) (?!-g)/);
+    expect(dockerfile).toMatch(/deploy --prod --frozen-lockfile/);
+  });
+});
