@@ -68,6 +68,11 @@ app.kubernetes.io/component: {{ ternary "all-in-one" .component (eq .component "
 app.kubernetes.io/component: {{ ternary "all-in-one" .component (eq .component "all") }}
 {{- end }}
 
+{{/* The label that marks the metrics Services (and only them), for the ServiceMonitor. */}}
+{{- define "planning.metricsServiceLabel" -}}
+planning-metrics-service: "true"
+{{- end }}
+
 {{- define "planning.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "planning.fullname" .) .Values.serviceAccount.name }}
@@ -99,8 +104,65 @@ app.kubernetes.io/component: {{ ternary "all-in-one" .component (eq .component "
 {{- end }}
 {{- end }}
 
+{{/* The image reference: <repository>@<digest> when a digest is given, else <repository>:<tag>. */}}
 {{- define "planning.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) }}
+{{- end }}
+{{- end }}
+
+{{/* OTEL_RESOURCE_ATTRIBUTES of one workload. Call with (dict "root" $ "component" c). */}}
+{{- define "planning.otelResourceAttributes" -}}
+{{- $root := .root }}
+{{- $attrs := list "k8s.namespace.name=$(POD_NAMESPACE)" "k8s.pod.name=$(POD_NAME)" (printf "k8s.deployment.name=%s" (include "planning.componentName" .)) }}
+{{- with $root.Values.otel.environment }}
+{{- $attrs = append $attrs (printf "deployment.environment.name=%s" .) }}
+{{- end }}
+{{- with $root.Values.otel.resourceAttributes }}
+{{- $attrs = append $attrs . }}
+{{- end }}
+{{- join "," $attrs }}
+{{- end }}
+
+{{/*
+Default placement of a distributed service's replicas (scheduling.*), used when the service's
+own affinity / topologySpreadConstraints are empty. Call with (dict "root" $ "component" c).
+*/}}
+{{- define "planning.defaultTopologySpread" -}}
+{{- $spread := .root.Values.scheduling.topologySpread }}
+{{- if $spread.enabled }}
+{{- range $spread.topologyKeys }}
+- maxSkew: {{ $spread.maxSkew }}
+  topologyKey: {{ . }}
+  whenUnsatisfiable: {{ $spread.whenUnsatisfiable }}
+  labelSelector:
+    matchLabels:
+      {{- include "planning.componentSelectorLabels" $ | nindent 6 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "planning.defaultAffinity" -}}
+{{- $mode := .root.Values.scheduling.podAntiAffinity }}
+{{- if eq $mode "soft" }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "planning.componentSelectorLabels" . | nindent 12 }}
+{{- else if eq $mode "hard" }}
+podAntiAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- include "planning.componentSelectorLabels" . | nindent 10 }}
+{{- end }}
 {{- end }}
 
 {{/* host:port of a service's gRPC endpoint (its headless Service), for the *_GRPC_URL variables. */}}
@@ -190,6 +252,11 @@ metadata:
   annotations:
     checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
     checksum/secret: {{ include "planning.secretChecksum" $root }}
+    {{- if $root.Values.metrics.podAnnotations }}
+    prometheus.io/scrape: "true"
+    prometheus.io/port: {{ $root.Values.metrics.port | quote }}
+    prometheus.io/path: /metrics
+    {{- end }}
     {{- with $values.podAnnotations }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -222,6 +289,9 @@ spec:
         - name: grpc
           containerPort: 50051
           protocol: TCP
+        - name: metrics
+          containerPort: {{ $root.Values.metrics.port }}
+          protocol: TCP
       envFrom:
         - configMapRef:
             name: {{ include "planning.configMapName" $root }}
@@ -235,7 +305,7 @@ spec:
             fieldRef:
               fieldPath: metadata.namespace
         - name: OTEL_RESOURCE_ATTRIBUTES
-          value: {{ printf "k8s.namespace.name=$(POD_NAMESPACE),k8s.pod.name=$(POD_NAME),k8s.deployment.name=%s%s" (include "planning.componentName" $selector) (ternary (printf ",%s" $root.Values.otel.resourceAttributes) "" (ne $root.Values.otel.resourceAttributes "")) | quote }}
+          value: {{ include "planning.otelResourceAttributes" $selector | quote }}
         {{- include "planning.secretEnv" $selector | trim | nindent 8 }}
         {{- range $key, $value := .extraEnv }}
         - name: {{ $key }}
@@ -292,13 +362,16 @@ spec:
   tolerations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with $values.affinity }}
+  {{- /* All-in-one runs one replica: nothing to spread. */}}
+  {{- $affinity := $values.affinity | default (ternary "" (include "planning.defaultAffinity" $selector | trim) (eq .component "all")) }}
+  {{- with $affinity }}
   affinity:
-    {{- toYaml . | nindent 4 }}
+    {{- (kindIs "string" .) | ternary . (toYaml .) | nindent 4 }}
   {{- end }}
-  {{- with $values.topologySpreadConstraints }}
+  {{- $spread := $values.topologySpreadConstraints | default (ternary "" (include "planning.defaultTopologySpread" $selector | trim) (eq .component "all")) }}
+  {{- with $spread }}
   topologySpreadConstraints:
-    {{- toYaml . | nindent 4 }}
+    {{- (kindIs "string" .) | ternary . (toYaml .) | nindent 4 }}
   {{- end }}
 {{- end }}
 
@@ -317,4 +390,24 @@ every service's.
 {{- $_ := set $env "CLAIM_LEASE_SECONDS" (toString $root.Values.agentsClaims.claimLeaseSeconds) }}
 {{- end }}
 {{- toYaml $env }}
+{{- end }}
+
+{{/*
+One NetworkPolicy egress rule from networkPolicy.egress.<name>: its ports (TCP, plus UDP with
+"udp") to its peers (none listed: any destination). Call with (dict "rule" $rule "udp" bool).
+*/}}
+{{- define "planning.egressRule" -}}
+- ports:
+    {{- range .rule.ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- if $.udp }}
+    - port: {{ . }}
+      protocol: UDP
+    {{- end }}
+    {{- end }}
+  {{- with .rule.to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
