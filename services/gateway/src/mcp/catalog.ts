@@ -1,12 +1,30 @@
 /**
  * The MCP tool catalog: the 25 `service.`-prefixed tools (API document §4, endpoint 14) with
  * their titles, descriptions, argument and result schemas, annotations and the token scopes each
- * needs. Static data only; `tools.ts` binds each tool to the gRPC calls of its REST twin.
+ * needs. Static data only; `tools.ts` binds each tool to the gRPC calls of its REST twin. Each
+ * result schema is the REST twin's response schema made exact (`output-schemas.ts`): a tool's
+ * structuredContent is that twin's body.
  *
  * Descriptions say what the tool does, when to call it and what it changes, in as few words as
  * that takes: every listed tool costs an agent context on every session (docs/benchmarks.md).
  */
 import type { Scope } from '@planning/plans';
+import { ok, page } from '../openapi.js';
+import { claimAndIssueResponse, claimWorkResponse, readyWorkResponse, statusPostResponse } from '../routes/agents.js';
+import {
+  bootstrapSchema,
+  contextPackSchema,
+  customizationSchema,
+  hitSchema,
+  launchReadinessSchema,
+  preflightSchema,
+  standardsSchema,
+} from '../routes/guidance-json.js';
+import { timeLoggedResponse } from '../routes/issue-records.js';
+import { issueChangeResponse, reminderItemSchema, searchResponse } from '../routes/issues.js';
+import { approvalSchema, commentSchema, evidenceSchema, issueSchema } from '../routes/planning-json.js';
+import { taskContractChangeResponse, taskContractResponse } from '../routes/task-contract.js';
+import { toolOutputSchema } from './output-schemas.js';
 
 export const TOOL_PREFIX = 'service.';
 
@@ -65,7 +83,6 @@ const str = (description?: string): Json => (description ? { type: 'string', des
 /** Text the service bounds: up to `max` characters (`min` 1 when it must not be empty). */
 const text = (max: number, min = 0, description?: string): Json => ({ type: 'string', ...(min > 0 ? { minLength: min } : {}), maxLength: max, ...(description ? { description } : {}) });
 const int = (minimum: number, maximum: number, description?: string): Json => ({ type: 'integer', minimum, maximum, ...(description ? { description } : {}) });
-const strs: Json = { type: 'array', items: { type: 'string' } };
 /** Ids are 1 to 64 characters (the services refuse others; an empty one is a missing argument). */
 const id: Json = { type: 'string', minLength: 1, maxLength: 64 };
 const ids = (maxItems: number): Json => ({ type: 'array', maxItems, items: id });
@@ -78,14 +95,6 @@ const args = (properties: Json, required: string[] = []): Json => ({
   ...(required.length > 0 ? { required } : {}),
   additionalProperties: false,
 });
-/**
- * Results are the REST response body: `{ data }` (lists add `page`). `data` is not `required`:
- * a refusal's structuredContent is `{ error }`, and some deployed clients validate it too.
- */
-const result = (data: Json, extra: Json = {}): Json => ({ type: 'object', properties: { data, ...extra } });
-const page: Json = { type: 'object', properties: { nextCursor: { type: ['string', 'null'] } } };
-const list = (item: Json, extra: Json = {}): Json => result({ type: 'array', items: item }, { page, ...extra });
-const shape = (keys: string[]): Json => ({ type: 'object', required: keys });
 
 const STATUSES = ['backlog', 'ready', 'in-progress', 'in-review', 'blocked', 'done', 'cancelled'] as const;
 const PRIORITIES = ['urgent', 'high', 'medium', 'low', 'none'] as const;
@@ -96,8 +105,9 @@ const issueId = id;
 const limit = int(1, 200, 'Page size (default 20).');
 const cursor = str('page.nextCursor of the previous call.');
 const fencingToken = { type: 'integer', minimum: 1, maximum: 2147483647, description: 'From claim_work; a replaced or expired claim is refused.' };
-const sectionText = { type: ['string', 'null'], maxLength: 2000 };
-const sectionList = { type: ['array', 'null'], maxItems: 30, items: { type: 'string', maxLength: 500 } };
+/** A brief section: text or a list, `null` clears it (`anyOf`, not a type array: strict hosts refuse those). */
+const sectionText = { anyOf: [{ type: 'string', maxLength: 2000 }, { type: 'null' }] };
+const sectionList = { anyOf: [{ type: 'array', maxItems: 30, items: { type: 'string', maxLength: 500 } }, { type: 'null' }] };
 const instructions = args({
   objective: sectionText,
   constraints: sectionList,
@@ -106,9 +116,6 @@ const instructions = args({
   permissions: sectionList,
   escalation: sectionText,
 });
-
-const issue = shape(['id', 'title', 'status', 'priority', 'taskHealth']);
-const claimResult = result(shape(['claim', 'issue']));
 
 /*
  * Annotations (MCP spec): `destructiveHint: false` means the tool makes only additive updates;
@@ -149,7 +156,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
       limit,
       cursor,
     }),
-    outputSchema: result({ type: 'object', properties: { issues: { type: 'array', items: issue } }, required: ['issues'] }, { page }),
+    outputSchema: toolOutputSchema(searchResponse),
     annotations: READ,
     scopes: [],
     core: true,
@@ -177,7 +184,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
       },
       ['projectId', 'title'],
     ),
-    outputSchema: result(issue),
+    outputSchema: toolOutputSchema(ok(issueSchema)),
     annotations: ADD,
     scopes: WRITE_SCOPES,
     core: true,
@@ -188,7 +195,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
     description:
       "Change a task's status along the allowed moves. in-review, done or cancelled completes your claim; ready releases it. Pass fencingToken while you hold the claim. The same move again changes nothing, but once the claim has ended a repeat with fencingToken is refused (stale-claim).",
     inputSchema: args({ issueId, status: enumOf(STATUSES), version: int(1, 2 ** 31 - 1, 'Apply only at this version.'), fencingToken }, ['issueId', 'status']),
-    outputSchema: result(issue, { meta: { type: 'object', properties: { changedFields: strs } } }),
+    outputSchema: toolOutputSchema(issueChangeResponse),
     annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
     core: true,
@@ -200,7 +207,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
     description:
       'Open tasks with missing dates, stale updates, missing time or overdue dates, most urgent first, each with safeNextActions. Follow them before claiming such work. Read-only.',
     inputSchema: args({ projectId: id, assignedAgentId: id, kind: enums(REMINDER_KINDS), limit, cursor }),
-    outputSchema: list(shape(['issueId', 'reminders', 'safeNextActions'])),
+    outputSchema: toolOutputSchema(page(reminderItemSchema)),
     annotations: READ,
     scopes: [],
     core: false,
@@ -213,7 +220,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Client bootstrap',
     description: 'Who you are: agent, workspace, plan, scopes, rate limit and the recommended call order marked by what your token may call. Read-only.',
     inputSchema: args({}),
-    outputSchema: result(shape(['identity', 'workspace', 'scopes', 'rateLimit', 'recommendedCallOrder'])),
+    outputSchema: toolOutputSchema(ok(bootstrapSchema)),
     annotations: READ,
     scopes: [],
     core: false,
@@ -224,7 +231,7 @@ const TOOLS: ToolDefinition[] = [
     description:
       'Call first. firstSessionDecision says what to do now (resume-claim, claim-next, wait-for-approval, no-ready-work, read-only, or blocked when the API quota is used up) from checks of scopes, quotas, your held claim and pending approvals. Read-only.',
     inputSchema: args({}),
-    outputSchema: result(shape(['firstSessionDecision', 'checks'])),
+    outputSchema: toolOutputSchema(ok(preflightSchema)),
     annotations: READ,
     scopes: [],
     core: false,
@@ -235,7 +242,7 @@ const TOOLS: ToolDefinition[] = [
     description:
       "The workspace's viewModes (Cards, List, Tags, Swimlanes), viewPresets, adminSetupPath, rulesCenter, evidencePolicy and handoffPacket. Call after preflight; keep them for the task run. Read-only.",
     inputSchema: args({}),
-    outputSchema: result(shape(['viewModes', 'viewPresets', 'adminSetupPath', 'rulesCenter', 'evidencePolicy', 'handoffPacket'])),
+    outputSchema: toolOutputSchema(ok(customizationSchema)),
     annotations: READ,
     scopes: [],
     core: false,
@@ -245,7 +252,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Working standards',
     description: "The workspace's published working standards: definition of done, review and evidence expectations. Call before work to know when a task counts as done. Read-only.",
     inputSchema: args({}),
-    outputSchema: result(shape(['definitionOfDone', 'reviewExpectations', 'evidenceExpectations', 'source'])),
+    outputSchema: toolOutputSchema(ok(standardsSchema)),
     annotations: READ,
     scopes: [],
     core: false,
@@ -255,7 +262,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Launch readiness',
     description: "Launch readiness from the workspace's launch-blocker tasks and evidence, with the open blockers and their next actions. Call when choosing launch work. Read-only.",
     inputSchema: args({}),
-    outputSchema: result(shape(['implementation', 'launchProof', 'blockers'])),
+    outputSchema: toolOutputSchema(ok(launchReadinessSchema)),
     annotations: READ,
     scopes: [],
     core: false,
@@ -265,7 +272,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Search the knowledgebase',
     description: "Search the workspace's documents (every word must match title, tags or body), best first, with bodies. Call when the brief or context pack leaves a question. Read-only.",
     inputSchema: args({ q: text(200), tag: { ...labels, description: 'Any of these tags.' }, projectId: id, initiativeId: id, limit: int(1, 200, 'Default 5.'), cursor }),
-    outputSchema: list(shape(['document', 'score', 'snippet'])),
+    outputSchema: toolOutputSchema(page(hitSchema)),
     annotations: READ,
     scopes: [],
     core: false,
@@ -276,7 +283,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Ready work',
     description: 'Ready tasks you may claim, ranked, each with agentClaimQueue (state, quotaState, nextAction, doneEvidence); your held task first. Read-only.',
     inputSchema: args({ limit, cursor }),
-    outputSchema: list(shape(['id', 'title', 'status', 'agentClaimQueue']), { queueSummary: { type: 'object' }, claimQueue: { type: 'array' } }),
+    outputSchema: toolOutputSchema(readyWorkResponse),
     annotations: READ,
     scopes: ['agents:read'],
     core: true,
@@ -286,7 +293,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Task contract',
     description: "Read a task's brief: goal, constraints, expected output, verification, permissions, escalation, completeness. Call after claiming, before work. Read-only.",
     inputSchema: args({ issueId }, ['issueId']),
-    outputSchema: result(shape(['issue', 'taskContract'])),
+    outputSchema: toolOutputSchema(taskContractResponse),
     annotations: READ,
     scopes: [],
     core: true,
@@ -296,7 +303,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Update task contract',
     description: "Overwrite sections of a task's brief; sections sent replace theirs, null clears one. The same call again changes nothing.",
     inputSchema: args({ issueId, agent: args({ instructions }, ['instructions']), version: int(1, 2 ** 31 - 1) }, ['issueId', 'agent']),
-    outputSchema: result(shape(['issue', 'taskContract', 'changedSections'])),
+    outputSchema: toolOutputSchema(taskContractChangeResponse),
     annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
     core: true,
@@ -306,7 +313,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Context pack',
     description: "Files, docs and links attached to a task's project and initiative, and the knowledge documents linked to them. Call after reading the brief, before you start. Read-only.",
     inputSchema: args({ issueId }, ['issueId']),
-    outputSchema: result(shape(['issue', 'project', 'initiative', 'documents'])),
+    outputSchema: toolOutputSchema(ok(contextPackSchema)),
     annotations: READ,
     scopes: [],
     core: true,
@@ -317,7 +324,7 @@ const TOOLS: ToolDefinition[] = [
     description:
       'Call when you hold no claim and picked a ready task (list_ready_work). It moves to in-progress, one agent run is metered, and you get a lease (expiresAt) and fencingToken. One claim per agent. Pass idempotencyKey to retry safely.',
     inputSchema: args({ issueId, idempotencyKey: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$', description: '1-255 printable ASCII, no spaces.' } }, ['issueId']),
-    outputSchema: result(shape(['claim', 'issue', 'metering'])),
+    outputSchema: toolOutputSchema(claimWorkResponse),
     annotations: CLAIM,
     scopes: WRITE_SCOPES,
     core: true,
@@ -328,7 +335,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Post status',
     description: 'Record a status note on the task you hold and renew its lease. Call while working, before the lease expires.',
     inputSchema: args({ issueId, message: text(10000, 1), fencingToken }, ['issueId', 'message']),
-    outputSchema: claimResult,
+    outputSchema: toolOutputSchema(statusPostResponse),
     annotations: ADD,
     scopes: WRITE_SCOPES,
     core: true,
@@ -338,7 +345,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Cancel work',
     description: 'Call when you cannot finish a claimed task: ends your claim and the task returns to ready for others.',
     inputSchema: args({ issueId, fencingToken }, ['issueId']),
-    outputSchema: claimResult,
+    outputSchema: toolOutputSchema(claimAndIssueResponse),
     annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
     core: true,
@@ -348,7 +355,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Add comment',
     description: 'Comment on a task; call to leave notes for people or the handoff packet. A retry adds another comment.',
     inputSchema: args({ issueId, body: text(10000, 1) }, ['issueId', 'body']),
-    outputSchema: result(shape(['id', 'issueId', 'body'])),
+    outputSchema: toolOutputSchema(ok(commentSchema)),
     annotations: ADD,
     scopes: WRITE_SCOPES,
     core: true,
@@ -358,7 +365,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Log time',
     description: 'Log minutes worked on a task; call after each stretch of work. A retry logs them again.',
     inputSchema: args({ issueId, minutes: int(1, 1440), note: text(1000), loggedAt: str('RFC 3339; default now.') }, ['issueId', 'minutes']),
-    outputSchema: result(shape(['timeEntry', 'totalMinutes'])),
+    outputSchema: toolOutputSchema(timeLoggedResponse),
     annotations: ADD,
     scopes: WRITE_SCOPES,
     core: true,
@@ -368,7 +375,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Add evidence',
     description: 'Attach proof to a task; naming an acceptance check (checkId) marks it done. A retry adds another record.',
     inputSchema: args({ issueId, kind: enumOf(EVIDENCE_KINDS), title: text(300, 1), url: text(2000), body: text(20000), checkId: id }, ['issueId', 'kind', 'title']),
-    outputSchema: result(shape(['id', 'issueId', 'kind', 'title'])),
+    outputSchema: toolOutputSchema(ok(evidenceSchema)),
     annotations: ADD,
     scopes: WRITE_SCOPES,
     core: true,
@@ -378,7 +385,7 @@ const TOOLS: ToolDefinition[] = [
     title: 'Request approval',
     description: 'Ask a person to approve something on a task (a pending approval request). A retry asks again.',
     inputSchema: args({ issueId, reason: text(2000, 1) }, ['issueId', 'reason']),
-    outputSchema: result(shape(['id', 'issueId', 'status'])),
+    outputSchema: toolOutputSchema(ok(approvalSchema)),
     annotations: ADD,
     scopes: WRITE_SCOPES,
     core: true,

@@ -46,7 +46,7 @@ describe('mcp: tool catalog', () => {
       expect(tool.title.length).toBeGreaterThan(3);
       expect(tool.description.length).toBeGreaterThan(30);
       expect(tool.inputSchema).toMatchObject({ type: 'object', additionalProperties: false });
-      expect(tool.outputSchema).toMatchObject({ type: 'object', properties: { data: expect.any(Object) } });
+      expect(tool.outputSchema).toMatchObject({ type: 'object', anyOf: [{ type: 'object', required: expect.arrayContaining(['data']) }, { required: ['error'] }] });
       expect(tool.annotations.openWorldHint).toBe(false);
       expect(toolNamed(`service.${tool.name}`)).toBe(tool);
     }

@@ -212,6 +212,43 @@ function idempotencyKeyOf(request: FastifyRequest): string | undefined {
 
 const TOKEN_WRITE = { access: { auth: 'token', scope: ['issues:write', 'agents:execute'] } } as const;
 
+/** `GET /api/agents/ready-work` (and `list_ready_work`). */
+export const readyWorkResponse = {
+  type: 'object',
+  required: ['data', 'queueSummary', 'claimQueue', 'page', 'metering'],
+  properties: {
+    data: { type: 'array', items: readyItemSchema },
+    queueSummary: {
+      type: 'object',
+      required: ['total', 'claimable', 'blocked', 'heldByYou', 'quotaState'],
+      properties: { total: int, claimable: int, blocked: int, heldByYou: int, quotaState: str },
+    },
+    claimQueue: {
+      type: 'array',
+      items: { type: 'object', required: ['issueId', 'rank', 'state'], properties: { issueId: str, rank: int, state: str } },
+    },
+    page: { type: 'object', required: ['nextCursor'], properties: { nextCursor: nullableStr } },
+    metering: meteringSchema,
+  },
+} as const;
+
+/** `POST /api/agents/claim` (and `claim_work`). */
+export const claimWorkResponse = ok({ type: 'object', required: ['claim', 'issue', 'metering'], properties: { claim: claimSchema, issue: issueRefSchema, metering: meteringSchema } });
+
+/** Heartbeat and release (and `cancel_work`): the claim and the task's id and status. */
+export const claimAndIssueResponse = ok({ type: 'object', required: ['claim', 'issue'], properties: { claim: claimSchema, issue: issueRefSchema } });
+
+/** `POST /api/agents/claims/{issueId}/status` (and `post_status`). */
+export const statusPostResponse = ok({
+  type: 'object',
+  required: ['claim', 'issue', 'note'],
+  properties: {
+    claim: claimSchema,
+    issue: issueRefSchema,
+    note: { type: 'object', required: ['id', 'body', 'createdAt'], properties: { id: str, body: str, createdAt: str } },
+  },
+});
+
 export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   const claims = deps.rpc.claims;
 
@@ -223,26 +260,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
         description:
           "Tasks of the token's workspace with status `ready`, assigned to the token's agent or to nobody, ranked by priority, then due date, then age; the task the agent holds comes first (rank 0). Each carries `agentClaimQueue` (`state` claimable | blocked | claimed, `quotaState`, `nextAction`, `doneEvidence`, `whyNotClaimable`). Beside `data`: `queueSummary`, `claimQueue` and `metering`.",
         querystring: { type: 'object', additionalProperties: false, properties: { limit: limitSchema, cursor: cursorSchema } },
-        response: {
-          200: {
-            type: 'object',
-            required: ['data', 'queueSummary', 'claimQueue', 'page', 'metering'],
-            properties: {
-              data: { type: 'array', items: readyItemSchema },
-              queueSummary: {
-                type: 'object',
-                required: ['total', 'claimable', 'blocked', 'heldByYou', 'quotaState'],
-                properties: { total: int, claimable: int, blocked: int, heldByYou: int, quotaState: str },
-              },
-              claimQueue: {
-                type: 'array',
-                items: { type: 'object', required: ['issueId', 'rank', 'state'], properties: { issueId: str, rank: int, state: str } },
-              },
-              page: { type: 'object', required: ['nextCursor'], properties: { nextCursor: nullableStr } },
-              metering: meteringSchema,
-            },
-          },
-        },
+        response: { 200: readyWorkResponse },
       },
       config: { access: { auth: 'token', scope: 'agents:read' } },
     },
@@ -261,9 +279,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
           'Checks, in order: token scopes (403), the task is visible (404), not assigned to another agent (403), `ready` (409 `not-ready`), dependencies done (409 `dependencies-open`), no active claim on it (409 `active-claim`) nor of this agent (409 `agent-busy`), the agent-run quota (403 `quota-exceeded` with `quota`). Success meters one agent run, moves the task to `in-progress` and returns the claim with its `expiresAt` and `fencingToken`. Header `idempotency-key`: the same key and body from the same token within 24 h returns the first response, success or refusal (header `idempotent-replayed: true`); another body 400; while the first is running 409 `idempotency-in-flight`.',
         headers: { type: 'object', properties: { 'idempotency-key': { type: 'string', maxLength: 255 } } },
         body: { type: 'object', required: ['issueId'], additionalProperties: false, properties: { issueId: idSchema } },
-        response: {
-          200: ok({ type: 'object', required: ['claim', 'issue', 'metering'], properties: { claim: claimSchema, issue: issueRefSchema, metering: meteringSchema } }),
-        },
+        response: { 200: claimWorkResponse },
       },
       config: TOKEN_WRITE,
     },
@@ -282,8 +298,6 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     },
   );
 
-  const claimAndIssue = ok({ type: 'object', required: ['claim', 'issue'], properties: { claim: claimSchema, issue: issueRefSchema } });
-
   app.post<{ Params: { issueId: string }; Body: { fencingToken?: number } | null | undefined }>(
     '/api/agents/claims/:issueId/heartbeat',
     {
@@ -292,7 +306,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
         description: 'The lease starts again from now. 409 `stale-claim` when you hold no active claim on the task (expired, released, completed, taken over) or the fencing token is not the current one.',
         params: issueParams,
         body: tokenBody,
-        response: { 200: claimAndIssue },
+        response: { 200: claimAndIssueResponse },
       },
       config: TOKEN_WRITE,
     },
@@ -315,17 +329,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
           additionalProperties: false,
           properties: { message: { type: 'string', minLength: 1, maxLength: 10000 }, fencingToken },
         },
-        response: {
-          201: ok({
-            type: 'object',
-            required: ['claim', 'issue', 'note'],
-            properties: {
-              claim: claimSchema,
-              issue: issueRefSchema,
-              note: { type: 'object', required: ['id', 'body', 'createdAt'], properties: { id: str, body: str, createdAt: str } },
-            },
-          }),
-        },
+        response: { 201: statusPostResponse },
       },
       config: TOKEN_WRITE,
     },
@@ -348,7 +352,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
           'The task returns to `ready`. The holding agent (its token) or a workspace member (session) may release; another agent gets 409 `active-claim`; no active claim: 409 `stale-claim`. The agent run is not given back.',
         params: issueParams,
         body: tokenBody,
-        response: { 200: claimAndIssue },
+        response: { 200: claimAndIssueResponse },
       },
       config: { access: { auth: 'session-or-token', scope: ['issues:write', 'agents:execute'] } },
     },

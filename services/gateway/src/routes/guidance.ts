@@ -3,6 +3,7 @@ import type { GatewayDeps } from '../deps.js';
 import { ok, page } from '../openapi.js';
 import { agentPreflight, clientBootstrap } from './guidance-agent.js';
 import {
+  bootstrapSchema,
   contextPackJson,
   contextPackSchema,
   customizationJson,
@@ -13,6 +14,7 @@ import {
   hitSchema,
   launchReadinessJson,
   launchReadinessSchema,
+  preflightSchema,
   standardsJson,
   standardsSchema,
 } from './guidance-json.js';
@@ -213,62 +215,6 @@ const changed = (data: object) => ({
   type: 'object',
   required: ['data', 'meta'],
   properties: { data, meta: { type: 'object', required: ['changedFields'], properties: { changedFields: { type: 'array', items: { type: 'string' } } } } },
-});
-
-// ---- bootstrap and preflight schemas ---------------------------------------------------------
-
-const str = { type: 'string' } as const;
-const nullableStr = { type: ['string', 'null'] } as const;
-const strings = { type: 'array', items: str } as const;
-const nullableInt = { type: ['integer', 'null'] } as const;
-const obj = (properties: Record<string, unknown>) => ({ type: 'object', required: Object.keys(properties), properties }) as const;
-
-export const bootstrapSchema = obj({
-  identity: obj({ keyId: str, agentId: str, actorType: str, label: str }),
-  workspace: obj({ id: str, name: nullableStr, slug: nullableStr, planId: str, status: str }),
-  scopes: strings,
-  rateLimit: { anyOf: [obj({ requestsPerMinute: { type: 'integer' }, burst: { type: 'integer' } }), { type: 'null' }] },
-  quotas: obj({ apiRequests: obj({ limit: nullableInt, used: { type: 'integer' } }) }),
-  mcp: obj({ endpoint: str, protocolVersions: strings, toolsets: obj({ full: { type: 'integer' }, core: { type: 'integer' } }), availableTools: strings }),
-  recommendedCallOrder: {
-    type: 'array',
-    items: obj({ step: { type: 'integer' }, tool: str, purpose: str, available: { type: 'boolean' }, missingScopes: strings }),
-  },
-});
-
-const checkStatus = { type: 'string', enum: ['pass', 'warn', 'fail', 'skipped'] } as const;
-const check = (extra: Record<string, unknown>) => ({
-  type: 'object',
-  required: ['id', 'status', 'detail'],
-  properties: { id: str, status: checkStatus, detail: str, ...extra },
-});
-
-export const preflightSchema = obj({
-  generatedAt: { type: 'string', format: 'date-time' },
-  agent: obj({ agentId: str, keyId: str }),
-  workspace: obj({ id: str, planId: str, status: str }),
-  firstSessionDecision: obj({
-    decision: { type: 'string', enum: ['resume-claim', 'wait-for-approval', 'claim-next', 'no-ready-work', 'read-only', 'blocked'] },
-    reason: str,
-    nextTool: nullableStr,
-    issueId: nullableStr,
-  }),
-  checks: {
-    type: 'array',
-    description: 'scopes, api-quota, agent-run-quota, held-claim, pending-approvals, ready-work.',
-    // One schema for every check (each carries the fields of its kind), so serialization keeps them all.
-    items: check({
-      scopes: strings,
-      missing: strings,
-      used: { type: 'integer' },
-      limit: nullableInt,
-      quotaState: nullableStr,
-      claim: { anyOf: [obj({ issueId: str, expiresAt: str, fencingToken: { type: 'integer' } }), { type: 'null' }] },
-      approvals: { type: 'array', items: obj({ id: str, issueId: str, reason: str, createdAt: str }) },
-      claimable: nullableInt,
-      total: nullableInt,
-    }),
-  },
 });
 
 /**

@@ -27,6 +27,13 @@ type PageQuery = { limit?: number; cursor?: string };
 const READ = { access: { auth: 'session-or-token', scope: 'issues:read' } } as const;
 const WRITE = { access: { auth: 'session-or-token', scope: 'issues:write' } } as const;
 
+/** `POST /api/issues/{id}/time-entries`: the entry and the task's new total. */
+export const timeLoggedResponse = {
+  type: 'object',
+  required: ['data'],
+  properties: { data: { type: 'object', required: ['timeEntry', 'totalMinutes'], properties: { timeEntry: timeEntrySchema, totalMinutes: { type: 'integer' } } } },
+} as const;
+
 /**
  * What accumulates on an issue: comments, time entries, evidence, approval requests (and their
  * decisions) and the activity trail. Lists are oldest first.
@@ -78,13 +85,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
             loggedAt: { type: 'string', format: 'date-time', description: 'When the work was done (default: now).' },
           },
         },
-        response: {
-          201: {
-            type: 'object',
-            required: ['data'],
-            properties: { data: { type: 'object', required: ['timeEntry', 'totalMinutes'], properties: { timeEntry: timeEntrySchema, totalMinutes: { type: 'integer' } } } },
-          },
-        },
+        response: { 201: timeLoggedResponse },
       },
       config: WRITE,
     },

@@ -136,7 +136,7 @@ const remindersQuery = {
   },
 } as const;
 
-const reminderItemSchema = {
+export const reminderItemSchema = {
   type: 'object',
   required: ['issueId', 'workspaceId', 'title', 'status', 'priority', 'dueDate', 'reminders', 'safeNextActions'],
   properties: {
@@ -154,7 +154,7 @@ const reminderItemSchema = {
   },
 } as const;
 
-const searchResponse = {
+export const searchResponse = {
   description: 'A page of issues (with `dependencyGraph` when asked for)',
   type: 'object',
   required: ['data', 'page'],
@@ -189,6 +189,13 @@ const bulkResponse = ok({
 });
 
 /** Tasks ("issues" on the wire): search, create, read, change, bulk update and reminders. */
+/** `PATCH /api/issues/{id}` (and the MCP tools that change a task): the issue and the fields that changed. */
+export const issueChangeResponse = {
+  type: 'object',
+  required: ['data', 'meta'],
+  properties: { data: issueSchema, meta: { type: 'object', required: ['changedFields'], properties: { changedFields: { type: 'array', items: { type: 'string' } } } } },
+} as const;
+
 export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   const tasks = deps.rpc.tasks;
 
@@ -336,13 +343,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
           'Only the fields sent change; `null` unsets an optional field. Status moves follow the allowed transitions (409 `invalid-transition` otherwise). Retry-safe: the same body twice changes nothing the second time. `meta.changedFields` names what changed.',
         params: idParams,
         body: patchBody,
-        response: {
-          200: {
-            type: 'object',
-            required: ['data', 'meta'],
-            properties: { data: issueSchema, meta: { type: 'object', required: ['changedFields'], properties: { changedFields: { type: 'array', items: { type: 'string' } } } } },
-          },
-        },
+        response: { 200: issueChangeResponse },
       },
       config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
     },

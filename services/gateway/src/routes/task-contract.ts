@@ -16,6 +16,13 @@ const patchBody = {
   },
 } as const;
 
+export const taskContractResponse = ok({ type: 'object', required: ['issue', 'taskContract'], properties: { issue: issueRef, taskContract: taskContractSchema } });
+export const taskContractChangeResponse = ok({
+  type: 'object',
+  required: ['issue', 'taskContract', 'changedSections'],
+  properties: { issue: issueRef, taskContract: taskContractSchema, changedSections: { type: 'array', items: { type: 'string' } } },
+});
+
 /**
  * The task contract (the brief an agent works from): read it, and merge sections into it.
  * Humans change the same sections through `PATCH /api/issues/{id}` `agent.instructions`.
@@ -27,7 +34,7 @@ export async function taskContractRoutes(app: FastifyInstance, deps: GatewayDeps
       schema: {
         summary: "An issue's task contract",
         params: idParams,
-        response: { 200: ok({ type: 'object', required: ['issue', 'taskContract'], properties: { issue: issueRef, taskContract: taskContractSchema } }) },
+        response: { 200: taskContractResponse },
       },
       config: { access: { auth: 'session-or-token', scope: 'issues:read' } },
     },
@@ -46,13 +53,7 @@ export async function taskContractRoutes(app: FastifyInstance, deps: GatewayDeps
           'Sections (goal = `objective`, constraints, expectedOutput, verification, permissions, escalation) under `agent.instructions`; the ones sent replace theirs, `null` unsets one. Retry-safe: the same body again changes nothing and records no activity. `completeness.score` = filled sections / 6; `ready` = goal, expected output and a verification step are set.',
         params: idParams,
         body: patchBody,
-        response: {
-          200: ok({
-            type: 'object',
-            required: ['issue', 'taskContract', 'changedSections'],
-            properties: { issue: issueRef, taskContract: taskContractSchema, changedSections: { type: 'array', items: { type: 'string' } } },
-          }),
-        },
+        response: { 200: taskContractChangeResponse },
       },
       config: { access: { auth: 'token', scope: 'issues:write' } },
     },
