@@ -405,7 +405,12 @@ describe.each<Mode>(['all-in-one', 'distributed'])('claims (%s)', (mode) => {
       delete victim.env.SERVICE_FAILPOINTS;
       if (mode === 'all-in-one') await victim.start();
       // The survivor (distributed) or the restarted process (all-in-one) sweeps it up.
-      await eventually(async () => (await claimsOf(s.id, `&issueId=${id}&state=aborted`)).length === 1, 20_000, `the repair after ${failpoint}`);
+      // The claim shows aborted as soon as it ends in the claims store; the task follows when the end reaches it.
+      await eventually(
+        async () => (await claimsOf(s.id, `&issueId=${id}&state=aborted`)).length === 1 && (await issue(id)).status === 'ready',
+        20_000,
+        `the repair after ${failpoint}`,
+      );
       const task = await issue(id);
       expect(task.status).toBe('ready');
       expect(task.activity.map((x: any) => x.kind)).toEqual(failpoint === 'claims.after-start' ? ['created', 'claimed', 'claim-aborted'] : ['created']);

@@ -1,4 +1,5 @@
 import { createRemoteAccess } from '@planning/access';
+import { IdempotencyKeys } from '@planning/idempotency';
 import type { Consumer } from '@planning/bus';
 import { createUsageMeter, meteredUsageProvider, registerUsageProvider } from '@planning/metering';
 import { createOutbox } from '@planning/outbox';
@@ -14,10 +15,10 @@ import {
 } from '@planning/runtime';
 import { injectTraceHeaders, withExtractedContext } from '@planning/telemetry';
 import { ClaimsCore } from './claims-core.js';
+import { IDEMPOTENCY_COLLECTION } from './core/context.js';
 import { agentsClaimsSettings, type AgentsClaimsSettings } from './config.js';
 import { ClaimService, createClaimService } from './rpc/claim-service.js';
 import { ClaimRepository } from './store/claims.js';
-import { IdempotencyRepository } from './store/idempotency.js';
 import { PolicyRepository } from './store/policies.js';
 import { createSweeper } from './sweeper.js';
 
@@ -52,7 +53,7 @@ export const agentsClaimsModule: ModuleDefinition<AgentsClaimsSettings> = {
     registerUsageProvider(rpc, meteredUsageProvider({ owner: 'agents-claims', kinds: ['agent-runs'], meter, access }));
     const core = new ClaimsCore({
       claims: await ClaimRepository.open(store, outbox),
-      idempotency: await IdempotencyRepository.open(store),
+      idempotency: await IdempotencyKeys.open(store, { collection: IDEMPOTENCY_COLLECTION }),
       policies: await PolicyRepository.open(store, settings.CLAIM_LEASE_SECONDS),
       meter,
       access,

@@ -6,7 +6,8 @@
  * undoes the claim it left behind.
  */
 import { authorizeWorkspace } from '@planning/access';
-import { conflict, invalidInput, ServiceError } from '@planning/errors';
+import { conflict, ServiceError } from '@planning/errors';
+import { idempotencyInFlight, idempotencyMismatch, idempotencyRecordId, validateIdempotencyKey, type StoredAnswer } from '@planning/idempotency';
 import { newId } from '@planning/ids';
 import { quotaExceeded, type MeterDecision } from '@planning/metering';
 import { PLANS, quotaPeriod, quotaResetsAt } from '@planning/plans';
@@ -20,12 +21,10 @@ import {
   requestHash,
   requireAgent,
   validateId,
-  validateIdempotencyKey,
   START_REPAIR_MARGIN_MS,
   type AgentCaller,
 } from '../domain/claims.js';
 import { ClaimGoneError, type ClaimRecord } from '../store/claims.js';
-import type { StoredAnswer } from '../store/idempotency.js';
 import { asCaller, claimTarget, CLAIM_SCOPES, systemTarget, type CoreDeps } from './context.js';
 import type { ClaimEnds } from './ending.js';
 import { claimView, meteringView, type ClaimResult } from './views.js';
@@ -43,12 +42,18 @@ export class ClaimTaking {
     const agent = requireAgent(ctx.principal, CLAIM_SCOPES);
     const issueId = validateId(rawIssueId, 'issueId');
     if (rawKey === undefined) return this.claimOnce(ctx, agent, issueId);
-    const key = validateIdempotencyKey(rawKey);
+    const key = validateIdempotencyKey(rawKey, { required: true });
     const { idempotency } = this.deps;
-    const begun = await idempotency.begin(agent.keyId, key, requestHash({ issueId }), this.deps.clock(), this.deps.idempotencyLeaseMs);
+    const begun = await idempotency.begin({
+      id: idempotencyRecordId(agent.keyId, key),
+      kind: 'claim',
+      requestHash: requestHash({ issueId }),
+      now: this.deps.clock(),
+      leaseMs: this.deps.idempotencyLeaseMs,
+    });
     switch (begun.kind) {
       case 'mismatch':
-        throw invalidInput('idempotency-key', 'This idempotency key was used with another request body; use a new key for a new request');
+        throw idempotencyMismatch();
       case 'in-flight':
         throw inFlight();
       case 'replay':
@@ -57,7 +62,8 @@ export class ClaimTaking {
         // The first request's process died or gave up. If it got as far as the claim, finish it and answer with it.
         let granted: ClaimResult | undefined;
         try {
-          granted = begun.claimId ? await this.finishTakenOver(begun.claimId, agent) : undefined;
+          const claimId = begun.progress.claimId;
+          granted = claimId ? await this.finishTakenOver(claimId, agent) : undefined;
         } catch (err) {
           // Not decided yet (its start may still land): the next retry looks again.
           await idempotency.release(begun.id, begun.owner, this.deps.clock()).catch(() => undefined);
@@ -76,7 +82,7 @@ export class ClaimTaking {
     try {
       const result = await this.claimOnce(ctx, agent, issueId, async (claimId) => {
         // A retry took the key over (this request outlived its lease): it decides, not this one.
-        if (!(await idempotency.noteClaim(begun.id, begun.owner, claimId))) throw inFlight();
+        if (!(await idempotency.note(begun.id, begun.owner, { claimId }))) throw inFlight();
         noted = true;
       });
       await idempotency.finish(begun.id, begun.owner, { ok: true, result: result as unknown as Record<string, unknown> });
@@ -271,6 +277,4 @@ function replay(answer: StoredAnswer): ClaimResult {
   throw new ServiceError(answer.error.code as ServiceError['code'], answer.error.message, details);
 }
 
-function inFlight(): ServiceError {
-  return conflict('idempotency-in-flight', 'A request with this idempotency key is still being processed; retry shortly');
-}
+const inFlight = (): ServiceError => idempotencyInFlight();

@@ -3,12 +3,12 @@
  * calls to the issues service with the principal and deadline each kind of call runs under.
  */
 import type { AccessLookup } from '@planning/access';
+import type { IdempotencyKeys } from '@planning/idempotency';
 import { conflict, ServiceError } from '@planning/errors';
 import type { UsageMeter } from '@planning/metering';
 import type { ClaimSupportService, ClaimTarget } from '@planning/proto/planning/issues/v1/claim_support_pb';
 import { callOptionsFrom, SYSTEM_PRINCIPAL, type CallContext, type RpcCallOptions, type RpcClient } from '@planning/rpc';
 import type { ClaimRepository } from '../store/claims.js';
-import type { IdempotencyRepository } from '../store/idempotency.js';
 import type { PolicyRepository } from '../store/policies.js';
 
 export type IssuesClient = RpcClient<typeof ClaimSupportService>;
@@ -16,6 +16,9 @@ export type IssuesClient = RpcClient<typeof ClaimSupportService>;
 /** Claims and writes under them need both (DECISIONS §3, §7). */
 export const CLAIM_SCOPES = ['issues:write', 'agents:execute'] as const;
 export const READ_SCOPES = ['agents:read'] as const;
+
+/** Where the claim requests' idempotency-key records live. */
+export const IDEMPOTENCY_COLLECTION = 'idempotency_keys';
 
 export const SYSTEM_ACTOR = { type: 'system', id: 'agents-claims' };
 
@@ -27,7 +30,7 @@ export interface CoreLogger {
 
 export interface CoreDeps {
   claims: ClaimRepository;
-  idempotency: IdempotencyRepository;
+  idempotency: IdempotencyKeys;
   policies: PolicyRepository;
   meter: UsageMeter;
   access: AccessLookup;

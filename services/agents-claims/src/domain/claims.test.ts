@@ -1,4 +1,5 @@
 import { ServiceError } from '@planning/errors';
+import { validateIdempotencyKey } from '@planning/idempotency';
 import type { Principal } from '@planning/rpc';
 import { describe, expect, it } from 'vitest';
 import {
@@ -10,7 +11,6 @@ import {
   requireAgent,
   storedFilterOf,
   validateFencingToken,
-  validateIdempotencyKey,
   validateLeaseSeconds,
   validateStatusMessage,
   type QueueFacts,

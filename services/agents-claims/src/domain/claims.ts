@@ -105,24 +105,10 @@ export function validateStatusMessage(value: unknown): string {
   return value;
 }
 
-/** Keys are the client's: printable ASCII, 1 to 255 characters (as in the IETF Idempotency-Key draft). */
-const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
-
-export function validateIdempotencyKey(value: string): string {
-  if (!KEY_PATTERN.test(value)) {
-    throw invalidInput('idempotency-key', "The 'idempotency-key' header must be 1 to 255 printable ASCII characters without spaces");
-  }
-  return value;
-}
-
 /** A fingerprint of a request body (key order does not matter). */
 export function requestHash(body: Record<string, unknown>): string {
   const canonical = JSON.stringify(Object.keys(body).sort().map((k) => [k, body[k]]));
   return createHash('sha256').update(canonical).digest('hex');
-}
-
-export function sha256(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
 }
 
 export function addSeconds(at: Date, seconds: number): Date {

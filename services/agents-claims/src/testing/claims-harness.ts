@@ -9,15 +9,16 @@ import { createInProcessBus } from '@planning/bus';
 import { claimSupportOf } from '@planning/issues/testing/claim-support-harness';
 import { createPlanningHarness, type PlanningHarness } from '@planning/issues/testing/planning-harness';
 import { createRemoteAccess } from '@planning/access';
+import { IdempotencyKeys } from '@planning/idempotency';
 import { createUsageMeter, type UsageMeter } from '@planning/metering';
 import { createOutbox } from '@planning/outbox';
 import { ClaimSupportService } from '@planning/proto/planning/issues/v1/claim_support_pb';
 import { ANONYMOUS_PRINCIPAL, type CallContext, type Principal, type RpcCallOptions, type RpcClient, type ServiceImplementation } from '@planning/rpc';
 import { createEmbeddedStore, type DocumentStore, type EmbeddedDocumentStore } from '@planning/store';
 import { ClaimsCore, type IssuesClient } from '../claims-core.js';
+import { IDEMPOTENCY_COLLECTION } from '../core/context.js';
 import { ClaimService, createClaimService } from '../rpc/claim-service.js';
 import { ClaimRepository } from '../store/claims.js';
-import { IdempotencyRepository } from '../store/idempotency.js';
 import { PolicyRepository } from '../store/policies.js';
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
@@ -101,7 +102,7 @@ export async function createClaimsHarness(options: { leaseSeconds?: number; star
   const replica = async (): Promise<ClaimsReplica> => {
     const core = new ClaimsCore({
       claims: await ClaimRepository.open(store, outbox),
-      idempotency: await IdempotencyRepository.open(store),
+      idempotency: await IdempotencyKeys.open(store, { collection: IDEMPOTENCY_COLLECTION }),
       policies: await PolicyRepository.open(store, options.leaseSeconds ?? 1_800),
       meter,
       access,

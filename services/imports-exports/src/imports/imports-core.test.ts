@@ -207,15 +207,16 @@ describe('imports: core', () => {
 
   it('imports: a failed preview gives up only its own key, not one another request took over', async () => {
     const t0 = new Date('2026-11-22T10:00:00.000Z');
-    const first = await repo.beginKey('k', 'preview', 'h', t0, 10);
+    const begin = (ms: number, leaseMs: number) => repo.keys.begin({ id: 'k', kind: 'import-preview', requestHash: 'h', now: new Date(t0.getTime() + ms), leaseMs });
+    const first = await begin(0, 10);
     expect(first.kind).toBe('new');
-    const second = await repo.beginKey('k', 'preview', 'h', new Date(t0.getTime() + 20), 60_000);
+    const second = await begin(20, 60_000);
     expect(second.kind).toBe('takeover');
     // The first request fails late and abandons its key: the second request's hold stays.
-    await repo.abandonKey('k', first.kind === 'new' ? first.token : '');
-    expect((await repo.beginKey('k', 'preview', 'h', new Date(t0.getTime() + 30), 60_000)).kind).toBe('in-flight');
-    await repo.abandonKey('k', second.kind === 'takeover' ? second.token : '');
-    expect((await repo.beginKey('k', 'preview', 'h', new Date(t0.getTime() + 40), 60_000)).kind).toBe('new');
+    await repo.keys.abandon('k', first.kind === 'new' ? first.owner : '');
+    expect((await begin(30, 60_000)).kind).toBe('in-flight');
+    await repo.keys.abandon('k', second.kind === 'takeover' ? second.owner : '');
+    expect((await begin(40, 60_000)).kind).toBe('new');
   });
 
   it('imports: the commit takes only an unexpired preview, in the same conditional update', async () => {

@@ -12,6 +12,12 @@
 import { randomUUID } from 'node:crypto';
 import { authorizeWorkspace, type AccessLookup } from '@planning/access';
 import { conflict, invalidInput, ServiceError } from '@planning/errors';
+import {
+  idempotencyInFlight,
+  idempotencyMismatch,
+  idempotencyRecordId,
+  validateIdempotencyKey,
+} from '@planning/idempotency';
 import { newId } from '@planning/ids';
 import { quotaExceeded, type UsageMeter } from '@planning/metering';
 import type { Outbox } from '@planning/outbox';
@@ -60,15 +66,7 @@ const CHECK_BATCH = 500;
 /** How long a preview request owns its key while it runs. */
 const PREVIEW_LEASE_MS = 120_000;
 
-const KEY_MAX = 255;
-
-function validateKey(raw: string | undefined): string {
-  if (raw === undefined || raw === '') throw invalidInput('idempotency-key', "The 'idempotency-key' header is required");
-  if (raw.length > KEY_MAX || !/^[\x21-\x7e]+$/.test(raw)) {
-    throw invalidInput('idempotency-key', `'idempotency-key' must be 1 to ${KEY_MAX} printable ASCII characters`);
-  }
-  return raw;
-}
+const validateKey = (raw: string | undefined): string => validateIdempotencyKey(raw, { required: true });
 
 function ownerOf(principal: Principal): string {
   return `${principal.type}:${principal.id}`;
@@ -218,15 +216,16 @@ export class ImportsCore {
     assertPayloadDepth(payload);
     const hash = requestFingerprint({ plan: input.plan, format: input.format, payload, ...(input.workspaceId ? { workspaceId: input.workspaceId } : {}) });
     const { repo, clock } = this.deps;
-    const keyId = `${ownerOf(ctx.principal)}:${sha256Hex(key)}`;
-    const begun = await repo.beginKey(keyId, 'preview', hash, clock(), PREVIEW_LEASE_MS);
+    const keyId = idempotencyRecordId(ownerOf(ctx.principal), key);
+    const begun = await repo.keys.begin({ id: keyId, kind: 'import-preview', requestHash: hash, now: clock(), leaseMs: PREVIEW_LEASE_MS });
     switch (begun.kind) {
       case 'mismatch':
-        throw invalidInput('idempotency-key', 'This idempotency key was used with another request body; use a new key for a new request');
+        throw idempotencyMismatch();
       case 'in-flight':
-        throw conflict('idempotency-in-flight', 'A request with this idempotency key is still being processed; retry shortly');
-      case 'done': {
-        const stored = await repo.get(begun.previewId);
+        throw idempotencyInFlight();
+      case 'replay': {
+        const previewId = begun.answer.ok ? begun.answer.result.previewId : undefined;
+        const stored = typeof previewId === 'string' ? await repo.get(previewId) : null;
         if (!stored) throw new ServiceError('not-found', 'Import preview not found (it expired)');
         await authorizeWorkspace(this.deps.access, ctx, stored.workspaceId, ADMIN);
         return previewView(stored, clock());
@@ -234,17 +233,23 @@ export class ImportsCore {
       default:
         break;
     }
-    const token = begun.kind === 'new' || begun.kind === 'takeover' ? begun.token : '';
     try {
-      const record = await this.buildPreview(ctx, input, payload, key, hash, keyId);
+      const record = await this.buildPreview(ctx, input, payload, key, hash, begun);
       return previewView(record, clock());
     } catch (err) {
-      if (!(err instanceof FailpointError)) await repo.abandonKey(keyId, token).catch(() => undefined);
+      if (!(err instanceof FailpointError)) await repo.keys.abandon(begun.id, begun.owner).catch(() => undefined);
       throw err;
     }
   }
 
-  private async buildPreview(ctx: CallContext, input: PreviewInput, payload: unknown, key: string, hash: string, keyId: string): Promise<PreviewRecord> {
+  private async buildPreview(
+    ctx: CallContext,
+    input: PreviewInput,
+    payload: unknown,
+    key: string,
+    hash: string,
+    keyRecord: { id: string; owner: string },
+  ): Promise<PreviewRecord> {
     const { repo, clock, access, meter } = this.deps;
     // A named workspace is authorized before the payload is looked at: a caller without the
     // right learns nothing from validation.
@@ -376,7 +381,9 @@ export class ImportsCore {
           { session },
         );
       }
-      await repo.finishKey(keyId, id, session);
+      // The key's answer is written with the preview: a request that outlived its key's lease
+      // (a retry took the key over) writes neither.
+      if (!(await repo.keys.finish(keyRecord.id, keyRecord.owner, { ok: true, result: { previewId: id } }, { session }))) throw idempotencyInFlight();
       await this.deps.outbox.add(
         {
           type: 'import.previewed',
@@ -411,12 +418,17 @@ export class ImportsCore {
     if (key === preview.idempotencyKey) {
       throw invalidInput('idempotency-key', "The commit's idempotency key must differ from the preview's");
     }
-    const keyId = `${ownerOf(ctx.principal)}:${sha256Hex(key)}`;
-    const begun = await repo.beginKey(keyId, 'commit', sha256Hex(preview._id), clock(), 1);
-    if (begun.kind === 'mismatch') {
-      throw invalidInput('idempotency-key', 'This idempotency key was used with another request; use a new key for a new request');
-    }
-    if (begun.kind === 'new' || begun.kind === 'takeover') await repo.finishKey(keyId, preview._id);
+    // The commit's key names its preview: the commit itself is made once by the preview's own
+    // conditional take, so the key only has to refuse being reused for another preview.
+    const begun = await repo.keys.begin({
+      id: idempotencyRecordId(ownerOf(ctx.principal), key),
+      kind: 'import-commit',
+      requestHash: sha256Hex(preview._id),
+      now: clock(),
+      leaseMs: 1,
+    });
+    if (begun.kind === 'mismatch') throw idempotencyMismatch('This idempotency key was used with another request; use a new key for a new request');
+    if (begun.kind === 'new' || begun.kind === 'takeover') await repo.keys.finish(begun.id, begun.owner, { ok: true, result: { previewId: preview._id } });
 
     const taken = await this.take(ctx, preview, ws.planId as PlanId);
     if (taken.state === 'committed') return commitView(taken);

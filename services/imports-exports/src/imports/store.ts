@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { isDuplicateKeyError, type Collection, type DocumentStore, type StoredDocument, type StoreSession } from '@planning/store';
+import { IdempotencyKeys } from '@planning/idempotency';
+import type { Collection, DocumentStore, StoredDocument } from '@planning/store';
 import type { RowError, SchemaStatus } from './schema.js';
 
 export interface PlannedRow {
@@ -73,91 +73,24 @@ export interface RowChunk extends StoredDocument {
   purgeAt: Date;
 }
 
-/** A preview or commit request's idempotency key, per principal. */
-export interface KeyRecord extends StoredDocument {
-  kind: 'preview' | 'commit';
-  requestHash: string;
-  state: 'in-flight' | 'done';
-  ownerUntil?: Date;
-  /** The request holding the in-flight key (a random token per begin or takeover). */
-  holder?: string;
-  previewId?: string;
-  expiresAt: Date;
-}
-
-export type KeyBegin = { kind: 'new' | 'takeover'; token: string } | { kind: 'done'; previewId: string } | { kind: 'mismatch' } | { kind: 'in-flight' };
-
-/** Keys answer for 24 h (DECISIONS §8). */
-export const KEY_TTL_MS = 24 * 3_600_000;
-
 /** Previews, their stored rows, and idempotency keys, in the imports-exports store. */
 export class ImportRepository {
   private constructor(
     readonly previews: Collection<PreviewRecord>,
     readonly chunks: Collection<RowChunk>,
-    private readonly keys: Collection<KeyRecord>,
+    /** Idempotency keys of preview and commit requests (per principal, 24 h). */
+    readonly keys: IdempotencyKeys,
   ) {}
 
   static async open(store: DocumentStore): Promise<ImportRepository> {
     const previews = store.collection<PreviewRecord>('import_previews');
     const chunks = store.collection<RowChunk>('import_preview_rows');
-    const keys = store.collection<KeyRecord>('import_keys');
     await previews.createIndexes([{ name: 'purge_ttl', keys: { purgeAt: 1 }, expireAfterSeconds: 0 }]);
     await chunks.createIndexes([
       { name: 'preview_index', keys: { previewId: 1, index: 1 } },
       { name: 'purge_ttl', keys: { purgeAt: 1 }, expireAfterSeconds: 0 },
     ]);
-    await keys.createIndexes([{ name: 'expiry_ttl', keys: { expiresAt: 1 }, expireAfterSeconds: 0 }]);
-    return new ImportRepository(previews, chunks, keys);
-  }
-
-  /**
-   * Begins a request under its key: the insert decides who runs, so racing retries never both
-   * run; a record whose owner's lease passed (its process died) is taken over.
-   */
-  async beginKey(id: string, kind: KeyRecord['kind'], requestHash: string, now: Date, leaseMs: number): Promise<KeyBegin> {
-    const token = randomUUID();
-    for (let attempt = 0; attempt < 5; attempt++) {
-      try {
-        await this.keys.insertOne({
-          holder: token,
-          _id: id,
-          kind,
-          requestHash,
-          state: 'in-flight',
-          ownerUntil: new Date(now.getTime() + leaseMs),
-          expiresAt: new Date(now.getTime() + KEY_TTL_MS),
-        });
-        return { kind: 'new', token };
-      } catch (err) {
-        if (!isDuplicateKeyError(err)) throw err;
-      }
-      const existing = await this.keys.findOne({ _id: id });
-      if (!existing) continue;
-      if (existing.expiresAt <= now) {
-        await this.keys.deleteOne({ _id: id, expiresAt: { $lte: now } });
-        continue;
-      }
-      if (existing.kind !== kind || existing.requestHash !== requestHash) return { kind: 'mismatch' };
-      if (existing.state === 'done' && existing.previewId) return { kind: 'done', previewId: existing.previewId };
-      if (existing.ownerUntil && existing.ownerUntil > now) return { kind: 'in-flight' };
-      const taken = await this.keys.findOneAndUpdate(
-        { _id: id, state: 'in-flight', ownerUntil: { $lte: now } },
-        { $set: { ownerUntil: new Date(now.getTime() + leaseMs), holder: token } },
-        { returnDocument: 'after' },
-      );
-      if (taken) return { kind: 'takeover', token };
-    }
-    return { kind: 'in-flight' };
-  }
-
-  async finishKey(id: string, previewId: string, session?: StoreSession): Promise<void> {
-    await this.keys.updateOne({ _id: id }, { $set: { state: 'done', previewId }, $unset: { ownerUntil: '' } }, session ? { session } : undefined);
-  }
-
-  /** Gives up a key this request holds (`token` from beginKey): never one another request took over. */
-  async abandonKey(id: string, token: string): Promise<void> {
-    await this.keys.deleteOne({ _id: id, state: 'in-flight', holder: token });
+    return new ImportRepository(previews, chunks, await IdempotencyKeys.open(store, { collection: 'import_keys' }));
   }
 
   get(id: string): Promise<PreviewRecord | null> {
