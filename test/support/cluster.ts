@@ -110,6 +110,8 @@ function baseEnv(dataDir: string, adminPassword: string): Record<string, string>
     DATA_DIR: dataDir,
     HOST: '127.0.0.1',
     GRPC_HOST: '127.0.0.1',
+    // CI runs the end-to-end suites once more with RPC_TRANSPORT=grpc (in-process calls over loopback gRPC).
+    ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
   };
 }
 

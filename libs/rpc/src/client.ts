@@ -11,7 +11,7 @@ import {
   type PrincipalSigner,
 } from './principal.js';
 import { TRACER_NAME, metadataSetter } from './trace-metadata.js';
-import { MAX_MESSAGE_BYTES, type RpcCallOptions, type RpcClient } from './types.js';
+import { MAX_MESSAGE_BYTES, resolveDeadline, type RpcCallOptions, type RpcClient } from './types.js';
 
 export interface RpcClientOptions {
   /** `host:port` of the server. */
@@ -161,13 +161,4 @@ export function createRpcClient<S extends DescService>(service: S, options: RpcC
   }
 
   return stub as RpcClient<S>;
-}
-
-/** The earlier of the explicit deadlines; the default only when the caller gives none. */
-function resolveDeadline(options: RpcCallOptions, defaultDeadlineMs: number): Date {
-  const now = Date.now();
-  const candidates: number[] = [];
-  if (options.deadlineMs !== undefined) candidates.push(now + options.deadlineMs);
-  if (options.deadline !== undefined) candidates.push(options.deadline.getTime());
-  return new Date(candidates.length > 0 ? Math.min(...candidates) : now + defaultDeadlineMs);
 }

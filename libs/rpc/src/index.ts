@@ -1,5 +1,8 @@
 export { createRpcServer, type RpcServer, type RpcServerOptions } from './server.js';
 export { createRpcClient, type RpcClientOptions } from './client.js';
+export { createDirectClient, createLocalServices, type DirectClientOptions, type LocalCall, type LocalServices } from './direct.js';
+export type { HandlerOutcome } from './invoke.js';
+export { checkedCopy, copyMessage } from './isolate.js';
 export {
   callOptionsFrom,
   type CallContext,
@@ -7,12 +10,14 @@ export {
   type RpcClient,
   type ServiceImplementation,
   type UnaryHandler,
+  resolveDeadline,
 } from './types.js';
 export {
   ANONYMOUS_PRINCIPAL,
   PRINCIPAL_HEADER,
   PRINCIPAL_SIGNATURE_HEADER,
   SYSTEM_PRINCIPAL,
+  copyPrincipal,
   createPrincipalSigner,
   createPrincipalVerifier,
   type Principal,

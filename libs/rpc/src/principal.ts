@@ -146,6 +146,16 @@ export function createPrincipalVerifier(
   };
 }
 
+/**
+ * The principal a direct (in-process) call hands its handler: a copy holding only the known
+ * fields, checked like a verified header's; throws `ServiceError('unauthorized')` when malformed.
+ */
+export function copyPrincipal(principal: Principal): Principal {
+  const copy = parsePrincipal(principal);
+  if (!copy) throw new ServiceError('unauthorized', 'Invalid principal: malformed principal');
+  return copy;
+}
+
 /** A copy holding only the known fields, or undefined when the shape is wrong. */
 function parsePrincipal(value: unknown): Principal | undefined {
   if (typeof value !== 'object' || value === null) return undefined;

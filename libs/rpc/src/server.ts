@@ -1,14 +1,15 @@
-import { create, fromBinary, toBinary, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
+import { fromBinary, toBinary, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Span } from '@opentelemetry/api';
+import { ROOT_CONTEXT, propagation } from '@opentelemetry/api';
 import { ServiceError } from '@planning/errors';
 import type { Logger } from '@planning/telemetry';
 import { HealthImplementation, type ServingStatus } from 'grpc-health-check';
-import { grpcCodeName, serviceErrorToStatus } from './errors.js';
+import { serviceErrorToStatus } from './errors.js';
+import { invokeHandler, type BoundHandler } from './invoke.js';
 import { PRINCIPAL_HEADER, PRINCIPAL_SIGNATURE_HEADER, type PrincipalVerifier } from './principal.js';
 import { addReflection } from './reflection.js';
-import { TRACER_NAME, metadataGetter } from './trace-metadata.js';
-import { MAX_MESSAGE_BYTES, type CallContext, type ServiceImplementation } from './types.js';
+import { metadataGetter } from './trace-metadata.js';
+import { MAX_MESSAGE_BYTES, type ServiceImplementation } from './types.js';
 
 export interface RpcServerOptions {
   host: string;
@@ -34,16 +35,6 @@ export interface RpcServer {
   /** Sets one service's health status (`""` is the whole server). */
   setServing(serviceName: string, serving: boolean): void;
 }
-
-/** gRPC codes that mean the server failed (OpenTelemetry gRPC conventions); others leave the server span status unset. */
-const SERVER_FAULT_CODES: ReadonlySet<number> = new Set([
-  grpc.status.UNKNOWN,
-  grpc.status.DEADLINE_EXCEEDED,
-  grpc.status.UNIMPLEMENTED,
-  grpc.status.INTERNAL,
-  grpc.status.UNAVAILABLE,
-  grpc.status.DATA_LOSS,
-]);
 
 type State = 'new' | 'starting' | 'started' | 'stopping' | 'stopped';
 
@@ -89,21 +80,8 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
     },
   } as grpc.Server);
 
-  function handleUnary(service: DescService, method: DescMethod, handler: (request: Message, ctx: CallContext) => Promise<unknown>) {
-    const spanName = `${service.typeName}/${method.name}`;
-    const rpc = { service: service.typeName, method: method.name };
+  function handleUnary(service: DescService, method: DescMethod, handler: BoundHandler) {
     return (call: grpc.ServerUnaryCall<Message, Uint8Array>, callback: grpc.sendUnaryData<Uint8Array>): void => {
-      const parent = propagation.extract(ROOT_CONTEXT, call.metadata, metadataGetter);
-      const span = trace.getTracer(TRACER_NAME).startSpan(
-        spanName,
-        {
-          kind: SpanKind.SERVER,
-          attributes: { 'rpc.system': 'grpc', 'rpc.service': service.typeName, 'rpc.method': method.name },
-        },
-        parent,
-      );
-      const traceContext = trace.setSpan(parent, span);
-
       const controller = new AbortController();
       const rawDeadline = call.getDeadline();
       const deadline = rawDeadline instanceof Date ? rawDeadline : Number.isFinite(rawDeadline) ? new Date(rawDeadline) : undefined;
@@ -113,41 +91,29 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
       const onCancelled = (): void => controller.abort(new ServiceError('unavailable', 'Call cancelled'));
       call.once('cancelled', onCancelled);
 
-      void context.with(traceContext, async () => {
-        try {
-          const principal = principalVerifier.verify({
+      void invokeHandler({
+        service,
+        method,
+        handler,
+        logger,
+        system: 'grpc',
+        request: call.request,
+        principal: () =>
+          principalVerifier.verify({
             principal: firstString(call.metadata, PRINCIPAL_HEADER),
             signature: firstString(call.metadata, PRINCIPAL_SIGNATURE_HEADER),
-          });
-          const result = await handler(call.request, {
-            principal,
-            deadline,
-            signal: controller.signal,
-            metadata: call.metadata,
-            traceContext,
-          });
-          // Encoded here rather than by grpc-js so an unencodable result is this call's internal error.
-          const response = toBinary(method.output, create(method.output, result as never));
-          endSpan(span, grpc.status.OK);
-          callback(null, response);
-        } catch (err) {
-          let error: ServiceError;
-          if (err instanceof ServiceError) {
-            error = err;
-            if (error.code === 'unauthorized') logger.warn({ rpc, reason: error.message }, 'rpc call rejected');
-          } else {
-            // The cause stays in the log; the caller learns only that something went wrong.
-            logger.error({ err, rpc }, 'rpc handler failed');
-            span.recordException(err instanceof Error ? err : String(err));
-            error = new ServiceError('internal', 'Internal error');
-          }
-          const status = serviceErrorToStatus(error);
-          endSpan(span, status.code, error.code);
-          callback(status);
-        } finally {
-          if (deadlineTimer) clearTimeout(deadlineTimer);
-          call.off('cancelled', onCancelled);
-        }
+          }),
+        deadline,
+        signal: controller.signal,
+        metadata: call.metadata,
+        parent: propagation.extract(ROOT_CONTEXT, call.metadata, metadataGetter),
+        // Encoded here rather than by grpc-js so an unencodable result is this call's internal error.
+        finish: (response) => toBinary(method.output, response),
+      }).then((outcome) => {
+        if (deadlineTimer) clearTimeout(deadlineTimer);
+        call.off('cancelled', onCancelled);
+        if (outcome.ok) callback(null, outcome.value);
+        else callback(serviceErrorToStatus(outcome.error));
       });
     };
   }
@@ -181,8 +147,7 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
           responseDeserialize: (bytes: Buffer) => bytes,
           originalName: method.localName,
         };
-        const bound = (request: Message, ctx: CallContext) =>
-          (handler as (request: Message, ctx: CallContext) => Promise<unknown>).call(implementation, request, ctx);
+        const bound: BoundHandler = (request, ctx) => (handler as BoundHandler).call(implementation, request, ctx);
         handlers[method.localName] = handleUnary(service, method, bound);
       }
       server.addService(definition, handlers);
@@ -246,13 +211,6 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
       setStatus(serviceName, serving ? 'SERVING' : 'NOT_SERVING');
     },
   };
-}
-
-function endSpan(span: Span, code: number, errorCode?: string): void {
-  span.setAttribute('rpc.grpc.status_code', code);
-  if (errorCode) span.setAttribute('error.type', errorCode);
-  if (SERVER_FAULT_CODES.has(code)) span.setStatus({ code: SpanStatusCode.ERROR, message: grpcCodeName(code) });
-  span.end();
 }
 
 function hostPort(host: string, port: number): string {

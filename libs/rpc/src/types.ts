@@ -59,5 +59,14 @@ export function callOptionsFrom(ctx: CallContext, overrides: RpcCallOptions = {}
   return { principal: ctx.principal, deadline: ctx.deadline, signal: ctx.signal, ...overrides };
 }
 
+/** The earlier of the explicit deadlines; the default only when the caller gives none. */
+export function resolveDeadline(options: RpcCallOptions, defaultDeadlineMs: number): Date {
+  const now = Date.now();
+  const candidates: number[] = [];
+  if (options.deadlineMs !== undefined) candidates.push(now + options.deadlineMs);
+  if (options.deadline !== undefined) candidates.push(options.deadline.getTime());
+  return new Date(candidates.length > 0 ? Math.min(...candidates) : now + defaultDeadlineMs);
+}
+
 /** The largest gRPC message either side sends or accepts (import previews carry up to 10 MB of payload). */
 export const MAX_MESSAGE_BYTES = 16 * 1_048_576;

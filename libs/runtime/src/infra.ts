@@ -7,10 +7,13 @@ import { join } from 'node:path';
 import type { DescService } from '@bufbuild/protobuf';
 import { createBus, type EventBus } from '@planning/bus';
 import {
+  createDirectClient,
+  createLocalServices,
   createPrincipalSigner,
   createPrincipalVerifier,
   createRpcClient,
   createRpcServer,
+  type LocalServices,
   type RpcClient,
   type RpcServer,
   type ServiceImplementation,
@@ -50,9 +53,12 @@ export const busModule: ModuleDefinition<undefined, BusExports> = {
 };
 
 export interface RpcServerExports {
+  /** Serves the service over gRPC and to direct calls from modules in this process. */
   addService<S extends DescService>(service: S, implementation: ServiceImplementation<S>): void;
   /** host:port this process's gRPC server listens on (after start). */
   localAddress(): string;
+  /** The same services, for direct (in-process) calls. */
+  local: LocalServices;
 }
 
 export const rpcServerModule: ModuleDefinition<undefined, RpcServerExports> = {
@@ -65,18 +71,23 @@ export const rpcServerModule: ModuleDefinition<undefined, RpcServerExports> = {
       logger: ctx.logger as unknown as Logger,
       principalVerifier: createPrincipalVerifier(ctx.config.internalSecret),
     });
+    const local = createLocalServices({ logger: ctx.logger as unknown as Logger });
     let port = 0;
     return {
       exports: {
-        addService: (service, implementation) => server.addService(service, implementation),
+        addService: (service, implementation) => {
+          server.addService(service, implementation);
+          local.addService(service, implementation);
+        },
         localAddress: () => `127.0.0.1:${port}`,
+        local,
       },
       async start() {
         ({ port } = await server.start());
         ctx.logger.info({ host: ctx.config.GRPC_HOST, port }, 'grpc listening');
       },
       async drain() {
-        await server.stop();
+        await Promise.all([server.stop(), local.stop()]);
       },
     };
   },
@@ -95,7 +106,7 @@ export const rpcClientsModule: ModuleDefinition<undefined, RpcClientsExports> = 
     const signer = createPrincipalSigner(ctx.config.internalSecret);
     const clients = new Map<string, RpcClient<DescService>>();
     const addressOf = (owner: ServiceName): string => {
-      // In all-in-one the peer runs here: dial our own gRPC server, through the same codec.
+      // RPC_TRANSPORT=grpc: a peer that runs here is dialled through our own gRPC server.
       if (ctx.has(owner)) return server.localAddress();
       const address = ctx.config.peers[owner];
       if (!address) throw new Error(`no gRPC address configured for ${owner}`);
@@ -107,6 +118,11 @@ export const rpcClientsModule: ModuleDefinition<undefined, RpcClientsExports> = 
           const key = `${owner}/${service.typeName}`;
           const existing = clients.get(key);
           if (existing) return existing as unknown as RpcClient<S>;
+          if (ctx.has(owner) && ctx.config.RPC_TRANSPORT === 'direct') {
+            const direct = createDirectClient(service, { services: server.local, defaultDeadlineMs: ctx.config.RPC_DEADLINE_MS });
+            clients.set(key, direct as unknown as RpcClient<DescService>);
+            return direct;
+          }
           // Dial on first call: in all-in-one the local server's port is only known once it listens.
           let real: RpcClient<DescService> | undefined;
           const connect = (): RpcClient<DescService> => {

@@ -37,6 +37,12 @@ export const processEnvShape = {
   IMPORTS_EXPORTS_GRPC_URL: env.hostPort().optional(),
   AUDIT_GRPC_URL: env.hostPort().optional(),
   RPC_DEADLINE_MS: env.int(100, 600_000).default(10_000),
+  /**
+   * How a module calls a service that runs in the same process: `direct` (the handler is called
+   * in process, messages copied) or `grpc` (through the process's own gRPC server, over loopback).
+   * Services in other processes are always called over gRPC.
+   */
+  RPC_TRANSPORT: env.oneOf(['direct', 'grpc']).default('direct'),
   SHUTDOWN_DELAY_MS: env.int(0, 120_000).optional(),
   /**
    * Which proxies in front of the HTTP server to trust for the client address and protocol
