@@ -1,0 +1,484 @@
+/**
+ * The request path over HTTP: the all-in-one production bundle (`node dist/main.mjs`) beside two
+ * anchors run in the same session — a bare fastify hello (the ceiling of the HTTP stack) and
+ * fastify → grpc-js stub (one loopback gRPC call per request, no application work) — in
+ * interleaved rounds, 50 connections each, with enterprise API keys (one per connection). Then an
+ * open loop of 50 agents at 4 requests/s each, idle RSS and RSS after 100,000 writes, and in
+ * distributed mode two gateway processes against one on the read route.
+ *
+ * Load comes from autocannon in this process, on the same machine: every row pays for it alike.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { Agent, request as httpRequest } from 'node:http';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import autocannon, { type AutocannonRequest } from 'autocannon';
+import { createClaimsHarness } from '@planning/agents-claims/testing/claims-harness';
+import { createKey, createWorkspace, type TestKey } from '../test/support/auth.js';
+import { ADMIN_EMAIL, startCluster, type Cluster } from '../test/support/cluster.js';
+import { eventually, login, request } from '../test/support/http.js';
+import { getFreePort } from '@planning/testing';
+import { ROOT } from '../test/support/service-process.js';
+import { machine, ms, summarize, type Bench } from './support.js';
+
+const CONNECTIONS = 50;
+const ROUNDS = Number(process.env.HTTP_BENCH_ROUNDS ?? 3);
+const SECONDS = Number(process.env.HTTP_BENCH_SECONDS ?? 5);
+const WRITES = Number(process.env.HTTP_BENCH_WRITES ?? 100_000);
+const OPEN_LOOP_SECONDS = 20;
+const AGENT_RATE = 4;
+const SCOPES = ['issues:read', 'issues:write', 'agents:read', 'agents:execute'];
+
+interface Run {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  rssMb: number;
+}
+
+interface Proc {
+  child: ChildProcess;
+  port: number;
+  url: string;
+  stop(): Promise<void>;
+}
+
+function rssMb(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    return kb / 1024;
+  } catch {
+    return 0;
+  }
+}
+
+async function waitFor(url: string): Promise<void> {
+  await eventually(
+    async () => {
+      const res = await fetch(url).catch(() => undefined);
+      return res?.ok ? true : undefined;
+    },
+    60_000,
+    url,
+  );
+}
+
+async function spawnNode(args: string[], env: Record<string, string>, port: number, probe: string): Promise<Proc> {
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(`${url}${probe}`);
+  return {
+    child,
+    port,
+    url,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+async function load(url: string, pid: number | undefined, options: { requests?: AutocannonRequest[]; headers?: Record<string, string>; duration?: number; amount?: number }): Promise<Run> {
+  let peak = 0;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 250);
+  try {
+    const result = await autocannon({
+      url,
+      connections: CONNECTIONS,
+      ...(options.amount ? { amount: options.amount } : { duration: options.duration ?? SECONDS }),
+      ...(options.headers ? { headers: options.headers } : {}),
+      ...(options.requests ? { requests: options.requests } : {}),
+    });
+    return {
+      rps: result.requests.average,
+      p50: result.latency.p50,
+      p99: result.latency.p99,
+      non2xx: result.non2xx,
+      errors: result.errors + result.timeouts,
+      rssMb: Math.max(peak, rssMb(pid)),
+    };
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
+/** Medians of the rounds (rate, p50, p99), the sums of failures and the peak RSS. */
+function median(runs: Run[]): Run {
+  const mid = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.floor(s.length / 2)] ?? 0;
+  };
+  return {
+    rps: mid(runs.map((r) => r.rps)),
+    p50: mid(runs.map((r) => r.p50)),
+    p99: mid(runs.map((r) => r.p99)),
+    non2xx: runs.reduce((s, r) => s + r.non2xx, 0),
+    errors: runs.reduce((s, r) => s + r.errors, 0),
+    rssMb: Math.max(...runs.map((r) => r.rssMb)),
+  };
+}
+
+/** Per connection: its own key (and, through `pick`, its own task), handed out in connection order. */
+function perConnection(keys: TestKey[], build: (key: TestKey, index: number) => AutocannonRequest[]): AutocannonRequest[] {
+  let next = 0;
+  const steps = build(keys[0]!, 0).length;
+  return Array.from({ length: steps }, (_, step) => ({
+    setupRequest(req: AutocannonRequest, context: Record<string, unknown>) {
+      if (context.index === undefined) context.index = next++ % keys.length;
+      const index = context.index as number;
+      const built = build(keys[index]!, index)[step]!;
+      return { ...req, ...built, headers: { ...built.headers, authorization: `Bearer ${keys[index]!.token}`, 'content-type': 'application/json' } };
+    },
+  }));
+}
+
+interface Fixture {
+  keys: TestKey[];
+  writeKeys: TestKey[];
+  agentKeys: TestKey[];
+  workspaceId: string;
+  byId: string;
+  ownTasks: string[];
+  patchTasks: string[];
+  loopTasks: string[][];
+}
+
+async function seed(base: string, adminPassword: string, log: (line: string) => void): Promise<Fixture> {
+  const admin = await login(base, ADMIN_EMAIL, adminPassword);
+  const workspaceId = (await createWorkspace(base, admin, `HTTP bench ${randomBytes(3).toString('hex')}`, 'enterprise')).id as string;
+  const project = (await request(base, 'POST', '/api/projects', { cookie: admin, body: { workspaceId, name: 'Bench' } })).body.data.id as string;
+  const description = 'Make the thing work end to end, with tests and a short note on what changed and why. '.repeat(3);
+  const task = async (title: string, extra: Record<string, unknown> = {}): Promise<string> => {
+    const res = await request(base, 'POST', '/api/issues', {
+      cookie: admin,
+      body: { projectId: project, title, description, status: 'ready', priority: 'high', labels: ['bench'], acceptanceChecks: [{ title: 'Tests pass' }], ...extra },
+    });
+    if (res.status !== 201) throw new Error(`create task: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body.data.id as string;
+  };
+  log('seeding keys and tasks');
+  const keys: TestKey[] = [];
+  const writeKeys: TestKey[] = [];
+  const agentKeys: TestKey[] = [];
+  for (let i = 0; i < CONNECTIONS; i++) {
+    keys.push(await createKey(base, admin, workspaceId, 'enterprise', SCOPES, `reader-${i}`));
+    writeKeys.push(await createKey(base, admin, workspaceId, 'enterprise', SCOPES, `writer-${i}`));
+    agentKeys.push(await createKey(base, admin, workspaceId, 'enterprise', SCOPES, `agent-${i}`));
+  }
+  // 200 ready tasks for the pages (the by-id task among them), plus each claimer's and patcher's own.
+  const ready: string[] = [];
+  for (let i = 0; i < 200; i++) ready.push(await task(`Ready ${i}`));
+  const ownTasks: string[] = [];
+  const patchTasks: string[] = [];
+  for (let i = 0; i < CONNECTIONS; i++) {
+    ownTasks.push(await task(`Claimed by agent ${i}`, { status: 'backlog' }));
+    patchTasks.push(await task(`Patched ${i}`, { status: 'backlog' }));
+  }
+  const loopTasks: string[][] = [];
+  const perAgent = Math.ceil((OPEN_LOOP_SECONDS * AGENT_RATE) / 5) + 2;
+  for (let i = 0; i < CONNECTIONS; i++) {
+    const mine: string[] = [];
+    for (let j = 0; j < perAgent; j++) mine.push(await task(`Loop ${i}.${j}`, { status: 'backlog', agent: { assignedAgentId: `agent-${i}` } }));
+    loopTasks.push(mine);
+  }
+  return { keys, writeKeys, agentKeys, workspaceId, byId: ready[17]!, ownTasks, patchTasks, loopTasks };
+}
+
+/** Moves tasks between `backlog` and `ready` (the rows' own tasks stay out of the 200-task page). */
+async function setStatus(base: string, token: string, id: string, status: string): Promise<void> {
+  const res = await request(base, 'PATCH', `/api/issues/${id}`, { token, body: { status } });
+  if (res.status !== 200) throw new Error(`PATCH ${id} ${status}: ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+/** 50 agents, each at `AGENT_RATE` requests per second on a fixed schedule: latency counts from the scheduled time. */
+async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; failures: number; requests: number }> {
+  const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS * 2 });
+  const url = new URL(base);
+  const send = (method: string, path: string, token: string, body?: unknown): Promise<{ status: number; json: unknown }> =>
+    new Promise((resolve, reject) => {
+      const payload = body === undefined ? undefined : JSON.stringify(body);
+      const req = httpRequest(
+        { host: url.hostname, port: url.port, method, path, agent, headers: { authorization: `Bearer ${token}`, ...(payload ? { 'content-type': 'application/json' } : {}) } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let json: unknown;
+            try {
+              json = JSON.parse(text);
+            } catch {
+              json = text;
+            }
+            resolve({ status: res.statusCode ?? 0, json });
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(payload);
+    });
+  const samples: number[] = [];
+  let failures = 0;
+  const started = performance.now();
+  const interval = 1000 / AGENT_RATE;
+  await Promise.all(
+    f.agentKeys.map(async (key, i) => {
+      // Spread the agents' schedules over one interval.
+      let due = started + (interval * i) / CONNECTIONS;
+      const tasks = [...f.loopTasks[i]!];
+      let task: string | undefined;
+      let fencingToken: number | undefined;
+      let step = 0;
+      while (due - started < OPEN_LOOP_SECONDS * 1000) {
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        let res: { status: number; json: unknown };
+        switch (step) {
+          case 0:
+            task = tasks.shift();
+            res = await send('GET', '/api/agents/ready-work?limit=5', key.token);
+            break;
+          case 1:
+            res = await send('POST', '/api/agents/claim', key.token, { issueId: task });
+            fencingToken = (res.json as { data?: { claim?: { fencingToken?: number } } }).data?.claim?.fencingToken;
+            break;
+          case 2:
+            res = await send('POST', `/api/agents/claims/${task}/status`, key.token, { message: 'Tests written, implementing', fencingToken });
+            break;
+          case 3:
+            res = await send('POST', `/api/issues/${task}/evidence`, key.token, { kind: 'test-result', title: 'unit tests pass', body: '42 passed' });
+            break;
+          default:
+            res = await send('PATCH', `/api/issues/${task}`, key.token, { status: 'in-review', fencingToken });
+        }
+        samples.push(performance.now() - due);
+        if (res.status >= 300) failures += 1;
+        step = (step + 1) % 5;
+        due += interval;
+      }
+    }),
+  );
+  agent.destroy();
+  return { samples, failures, requests: samples.length };
+}
+
+async function inProcessClaimRate(): Promise<number> {
+  const h = await createClaimsHarness();
+  try {
+    const ws = await h.planning.workspace({ ownerId: 'usr_owner', planId: 'enterprise' });
+    const project = await h.project(ws);
+    const agents = Array.from({ length: CONNECTIONS }, (_, i) => h.agent(ws, `inproc-${i}`));
+    const own = await Promise.all(agents.map(() => h.task(project)));
+    let claims = 0;
+    const until = performance.now() + SECONDS * 1000;
+    await Promise.all(
+      agents.map(async (principal, w) => {
+        while (performance.now() < until) {
+          await h.rpc.claimWork({ issueId: own[w]! }, { principal });
+          await h.rpc.releaseClaim({ issueId: own[w]! }, { principal });
+          claims += 1;
+        }
+      }),
+    );
+    return claims / SECONDS;
+  } finally {
+    await h.close();
+  }
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+const mb = (n: number) => `${Math.round(n)} MB`;
+
+const bench: Bench = {
+  name: 'http',
+  async run(log) {
+    const startedLoad = loadavg()[0]!.toFixed(2);
+    const header = machine();
+    if (!existsSync(join(ROOT, 'dist', 'main.mjs')) || process.env.PLANNING_SKIP_BUILD !== '1') {
+      log('building dist/main.mjs');
+      execFileSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { cwd: ROOT, stdio: 'ignore' });
+    }
+
+    // ---- all-in-one beside the anchors ------------------------------------------------------------
+    const helloPort = await getFreePort();
+    const stubPort = await getFreePort();
+    const hello = await spawnNode([join(ROOT, 'bench/anchors/hello.mjs'), String(helloPort)], {}, helloPort, '/hello');
+    const stub = await spawnNode([join(ROOT, 'bench/anchors/grpc-stub.mjs'), String(stubPort)], {}, stubPort, '/stub/warm');
+    const port = await getFreePort();
+    const adminPassword = `pw-${randomBytes(12).toString('hex')}`;
+    const appEnv = {
+      PORT: String(port),
+      GRPC_PORT: String(await getFreePort()),
+      HOST: '127.0.0.1',
+      GRPC_HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      SERVICE_DEMO: '0',
+      SERVICE_ADMIN_PASSWORD: adminPassword,
+      ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
+    };
+    const app = await spawnNode([join(ROOT, 'dist/main.mjs')], appEnv, port, '/ready');
+    const rows = new Map<string, Run[]>();
+    const add = (label: string, run: Run) => {
+      log(`${label}: ${fmt(run.rps)}/s p50 ${ms(run.p50)} p99 ${ms(run.p99)} rss ${mb(run.rssMb)} failed ${run.non2xx + run.errors}`);
+      rows.set(label, [...(rows.get(label) ?? []), run]);
+    };
+    let idleRss = 0;
+    let afterWritesRss = 0;
+    let heapNote = '';
+    let claimRate = 0;
+    let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
+    try {
+      await new Promise((r) => setTimeout(r, 2_000));
+      idleRss = rssMb(app.child.pid);
+      log(`idle RSS ${idleRss.toFixed(0)} MB`);
+      const f = await seed(app.url, adminPassword, log);
+      const ready200 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=200`;
+      const ready50 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=50`;
+      for (let round = 1; round <= ROUNDS; round++) {
+        log(`round ${round} of ${ROUNDS}`);
+        add('hello', await load(`${hello.url}/hello`, hello.child.pid, {}));
+        add('stub', await load(`${stub.url}/stub/tsk_1`, stub.child.pid, {}));
+        add('byId', await load(app.url, app.child.pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
+        add('page200', await load(app.url, app.child.pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
+        add('page50', await load(app.url, app.child.pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
+        add(
+          'patch',
+          await load(app.url, app.child.pid, {
+            requests: perConnection(f.writeKeys, (_key, i) => [
+              { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
+              { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
+            ]),
+          }),
+        );
+        // Claim and release: each connection an agent with its own ready task.
+        for (let i = 0; i < CONNECTIONS; i++) await setStatus(app.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'ready');
+        const claim = await load(app.url, app.child.pid, {
+          requests: perConnection(f.agentKeys, (_key, i) => [
+            { method: 'POST', path: '/api/agents/claim', body: JSON.stringify({ issueId: f.ownTasks[i] }) },
+            { method: 'POST', path: `/api/agents/claims/${f.ownTasks[i]}/release`, body: '{}' },
+          ]),
+        });
+        add('claim', { ...claim, rps: claim.rps / 2 });
+        for (let i = 0; i < CONNECTIONS; i++) {
+          // A run can stop between claim and release: release what is still held, then park the task.
+          await request(app.url, 'POST', `/api/agents/claims/${f.ownTasks[i]}/release`, { token: f.agentKeys[i]!.token, body: {} });
+          await setStatus(app.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'backlog');
+        }
+        log('in-process claim rate');
+        claimRate = Math.max(claimRate, await inProcessClaimRate());
+      }
+
+      log('open loop: 50 agents at 4 requests/s');
+      for (const [i, tasks] of f.loopTasks.entries()) for (const id of tasks) await setStatus(app.url, f.agentKeys[i]!.token, id, 'ready');
+      loop = await openLoop(app.url, f);
+
+      log(`${WRITES} writes`);
+      const writeRun = await load(app.url, app.child.pid, {
+        amount: WRITES,
+        requests: perConnection(f.writeKeys, (_key, i) => [
+          { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
+          { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
+        ]),
+      });
+      add('writes', writeRun);
+      // Let the outbox relay and the consumers catch up, then read the resident set.
+      await new Promise((r) => setTimeout(r, 5_000));
+      afterWritesRss = rssMb(app.child.pid);
+      heapNote = `${fmt(writeRun.rps)} writes/s over the run, ${writeRun.non2xx} non-2xx`;
+    } finally {
+      await app.stop();
+      await hello.stop();
+      await stub.stop();
+    }
+
+    // ---- distributed: one gateway, then two ------------------------------------------------------
+    log('distributed: one gateway, then two');
+    let one: Run | undefined;
+    let two: Run | undefined;
+    let cluster: Cluster | undefined;
+    try {
+      cluster = await startCluster('distributed', { env: { LOG_LEVEL: 'warn' } });
+      const admin = await login(cluster.baseUrl, ADMIN_EMAIL, cluster.adminPassword);
+      const ws = (await createWorkspace(cluster.baseUrl, admin, 'HTTP bench distributed', 'enterprise')).id as string;
+      const project = (await request(cluster.baseUrl, 'POST', '/api/projects', { cookie: admin, body: { workspaceId: ws, name: 'Bench' } })).body.data.id;
+      const id = (await request(cluster.baseUrl, 'POST', '/api/issues', { cookie: admin, body: { projectId: project, title: 'Read me' } })).body.data.id as string;
+      const keys: TestKey[] = [];
+      for (let i = 0; i < CONNECTIONS; i++) keys.push(await createKey(cluster.baseUrl, admin, ws, 'enterprise', SCOPES, `dist-${i}`));
+      const second = await cluster.addGateway();
+      const read = () => perConnection(keys, () => [{ method: 'GET', path: `/api/issues/${id}` }]);
+      const ones: Run[] = [];
+      const twos: Run[] = [];
+      for (let round = 1; round <= ROUNDS; round++) {
+        ones.push(await load(cluster.baseUrl, undefined, { requests: read() }));
+        const [a, b] = await Promise.all([
+          autocannon({ url: cluster.baseUrl, connections: CONNECTIONS / 2, duration: SECONDS, requests: read() }),
+          autocannon({ url: second.baseUrl, connections: CONNECTIONS / 2, duration: SECONDS, requests: read() }),
+        ]);
+        twos.push({
+          rps: a.requests.average + b.requests.average,
+          p50: Math.max(a.latency.p50, b.latency.p50),
+          p99: Math.max(a.latency.p99, b.latency.p99),
+          non2xx: a.non2xx + b.non2xx,
+          errors: a.errors + b.errors,
+          rssMb: 0,
+        });
+      }
+      one = median(ones);
+      two = median(twos);
+    } finally {
+      await cluster?.stop();
+    }
+
+    // ---- the section ------------------------------------------------------------------------------
+    const r = (key: string) => median(rows.get(key) ?? []);
+    const hello1 = r('hello');
+    const stub1 = r('stub');
+    const byId = r('byId');
+    const line = (label: string, run: Run, ratio: string, target: string) =>
+      `| ${label} | ${fmt(run.rps)} | ${ms(run.p50)} | ${ms(run.p99)} | ${mb(run.rssMb)} | ${run.non2xx + run.errors} | ${ratio} | ${target} |`;
+    const x = (a: number, b: number) => `${(a / b).toFixed(2)} ×`;
+    const loopStats = summarize(loop?.samples ?? []);
+    const endLoad = loadavg()[0]!.toFixed(2);
+    return [
+      '## HTTP request path: the all-in-one bundle beside its anchors',
+      '',
+      `${header} (load average ${startedLoad} at the start, ${endLoad} at the end; other work shares this machine, so compare rows of this run only). ` +
+        `${ROUNDS} interleaved rounds of ${SECONDS} s per row, ${CONNECTIONS} connections, medians of the rounds; RSS is the server process's peak during the row. ` +
+        'The bundle is `node dist/main.mjs` (all-in-one, embedded backends, ' +
+        `RPC_TRANSPORT=${process.env.RPC_TRANSPORT ?? 'direct'}); every request carries an enterprise API key (one key per connection), so authentication, the rate limiter and the request meter run on each. ` +
+        'Anchors in the same rounds: a bare fastify server answering `{ data: { hello } }`, and fastify whose route makes one grpc-js unary call to a stub server in the same process. Load: autocannon, in the benchmark process on the same two cores.',
+      '',
+      '| route | req/s | p50 | p99 | server RSS | non-2xx + errors | ratio | target |',
+      '|---|---:|---:|---:|---:|---:|---|---|',
+      line('bare fastify hello (anchor)', hello1, '—', ''),
+      line('fastify → grpc-js stub (anchor)', stub1, `${x(stub1.rps, hello1.rps)} hello`, ''),
+      line('`GET /api/issues/{id}`', byId, `${x(byId.rps, stub1.rps)} stub, ${x(byId.rps, hello1.rps)} hello`, '≥ 1.0 × stub; stretch 0.25 × hello'),
+      line('`GET /api/issues?status=ready&limit=200` (200 tasks)', r('page200'), `${x(r('page200').rps, byId.rps)} by-id`, '≥ 0.2 × by-id'),
+      line('same, `limit=50`', r('page50'), `${x(r('page50').rps, byId.rps)} by-id`, '≥ 0.5 × by-id'),
+      line('`PATCH /api/issues/{id}` status move', r('patch'), `${x(r('patch').rps, byId.rps)} by-id`, '≥ 0.5 × by-id'),
+      line('claim + release, 50 agents (claims/s)', r('claim'), `${x(r('claim').rps, claimRate)} in-process (${fmt(claimRate)} claims/s)`, '≥ 0.8 × in-process'),
+      '',
+      `Open loop: ${CONNECTIONS} agents, each sending ${AGENT_RATE} requests/s on a fixed schedule for ${OPEN_LOOP_SECONDS} s (ready work, claim, status post, evidence, move to in-review under the claim; latency from the scheduled send time, so a slow answer delays and counts against the next): ` +
+        `${fmt(loop?.requests ?? 0)} requests, p50 ${ms(loopStats.p50)}, **p99 ${ms(loopStats.p99)}** (target ≤ 50 ms), ${loop?.failures ?? 0} non-2xx.`,
+      '',
+      `Memory: idle RSS of the bundle after start ${mb(idleRss)} (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)} (target: within 2 × idle plus the data's own size).`,
+      '',
+      `Distributed mode (one process per service, NATS JetStream, Redis, embedded stores; \`GET /api/issues/{id}\`, ${CONNECTIONS} connections): ` +
+        `one gateway ${fmt(one?.rps ?? 0)} req/s (p99 ${ms(one?.p99 ?? 0)}), two gateway processes ${fmt(two?.rps ?? 0)} req/s (p99 ${ms(two?.p99 ?? 0)}): ` +
+        `**${x(two?.rps ?? 0, one?.rps ?? 1)}** (target ≥ 1.6 ×; ${(one?.non2xx ?? 0) + (two?.non2xx ?? 0)} non-2xx).`,
+    ].join('\n');
+  },
+};
+
+export default bench;
