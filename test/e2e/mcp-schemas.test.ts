@@ -115,6 +115,9 @@ describe('mcp output schemas (all-in-one)', () => {
     const fencingToken = claimed.claim.fencingToken;
     await tool('list_ready_work', {}); // with the held claim on its item
     await tool('post_status', { issueId: first, message: 'working', fencingToken });
+    await tool('update_issue', { issueId: first, dueDate: '2031-01-01', estimate: 2, labels: ['b'], fencingToken });
+    await tool('update_task', { issueId: first, assignedAgentId: 'agent-schema', milestoneId: null, fencingToken });
+    expect((await tool('update_issue', { issueId: first, title: 'x', fencingToken: fencingToken + 1 })).error.reason).toBe('stale-claim');
     await tool('add_comment', { issueId: first, body: 'note' });
     await tool('log_time', { issueId: first, minutes: 5 });
     await tool('add_evidence', { issueId: first, kind: 'link', title: 'PR', url: 'https://example.com/1', checkId: created.data.acceptanceChecks[0].id });
@@ -139,6 +142,8 @@ describe('mcp output schemas (all-in-one)', () => {
       ['cancel_work', {}],
       ['update_issue_status', { status: 'ready' }],
       ['update_task_status', { status: 'ready' }],
+      ['update_issue', { title: 'x' }],
+      ['update_task', { title: 'x' }],
       ['add_comment', { body: 'x' }],
       ['log_time', { minutes: 1 }],
       ['add_evidence', { kind: 'note', title: 'x' }],
@@ -152,6 +157,7 @@ describe('mcp output schemas (all-in-one)', () => {
     expect((await tool('update_issue_status', { issueId: backlog, status: 'done' })).error.reason).toBe('invalid-transition');
     expect((await tool('update_task_status', { issueId: backlog, status: 'ready', version: 99 })).error.reason).toBe('version-conflict');
     expect((await tool('update_task_contract', { issueId: backlog, agent: { instructions: { objective: 'x' } }, version: 99 })).error.reason).toBe('version-conflict');
+    expect((await tool('update_task', { issueId: backlog, priority: 'low', version: 99 })).error.reason).toBe('version-conflict');
     const [third, fourth] = [await newIssue(), await newIssue()];
     await tool('claim_work', { issueId: third });
     expect((await tool('claim_work', { issueId: fourth })).error.reason).toBe('agent-busy');

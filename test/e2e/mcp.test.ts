@@ -26,6 +26,8 @@ const WRITE_TOOLS = [
   'cancel_work',
   'update_task_status',
   'update_issue_status',
+  'update_task',
+  'update_issue',
   'add_comment',
   'log_time',
   'add_evidence',
@@ -137,13 +139,13 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     await cluster?.stop();
   });
 
-  it('mcp: every era lists the 25 service. tools with titles, schemas and annotations; ?toolset=core lists the compact 14', async () => {
+  it('mcp: every era lists the 27 service. tools with titles, schemas and annotations; ?toolset=core lists the compact 15', async () => {
     for (const era of ['modern', 'legacy', 'v1'] as const) {
       const session = await connect(cluster.baseUrl, reader.token, era);
       const tools = await session.listTools();
       await session.close();
       expect(tools.map((t) => t.name).sort(), era).toEqual(listedTools('full').map((t) => t.name).sort());
-      expect(tools).toHaveLength(25);
+      expect(tools).toHaveLength(27);
       for (const tool of tools) {
         expect(tool.name).toMatch(/^service\.[a-z_]+$/);
         expect(tool.title, tool.name).toEqual(expect.any(String));
@@ -183,6 +185,7 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
         'post_status',
         'request_approval',
         'search_issues',
+        'update_issue',
         'update_issue_status',
         'update_task_contract',
       ].map((n) => `service.${n}`),
@@ -222,6 +225,52 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     const refused = await mcpPost(rpcBody('tools/call', { name: 'service.add_comment', arguments: { issueId: issue.id, body: 'x' } }), { token: reader.token, query: '?names=portable' });
     expect(refused.status).toBe(403);
     expect(refused.body.error.message).toContain('service_add_comment');
+  });
+
+  it('mcp: the whole job: update_issue changes a task\'s fields through the guarded path; safeNextActions name tools over MCP, paths over REST', async () => {
+    const milestone = await api.post('/api/milestones', { projectId, name: 'M1' });
+    expect(milestone.status, JSON.stringify(milestone.body)).toBe(201);
+    const issue = await newIssue({ title: 'Needs dates' });
+    // Over MCP the advice is a tool call with the task id filled in; over REST it names the path.
+    const s = await connect(cluster.baseUrl, agent.token, 'modern', 'core', 'portable');
+    const viaMcp = (await s.call('search_issues', { q: 'Needs dates' })).structuredContent.data.issues[0];
+    const advice = viaMcp.taskHealth.safeNextActions.find((a: any) => a.action === 'set-due-date');
+    expect(advice).toEqual({ action: 'set-due-date', description: expect.stringContaining('service_update_issue'), tool: 'service_update_issue', arguments: { issueId: issue.id } });
+    expect(viaMcp.taskHealth.safeNextActions.every((a: any) => a.tool !== null && !a.description.includes('/api/'))).toBe(true);
+    expect(viaMcp.nextAction).not.toContain('/api/');
+    const viaRest = (await rest(agent).get(`/api/issues?workspaceId=${ws}&q=Needs%20dates`)).body.data.issues[0];
+    expect(viaRest.taskHealth.safeNextActions.find((a: any) => a.action === 'set-due-date')).toEqual({ action: 'set-due-date', description: expect.stringContaining('PATCH /api/issues/{id}') });
+    const reminders = (await call('POST', '/api/mcp?names=portable', { token: agent.token, headers: { accept: 'application/json' }, body: rpcBody('tools/call', { name: 'service.list_issue_reminders', arguments: {} }) })).body.result.structuredContent.data;
+    expect(reminders.find((r: any) => r.issueId === issue.id).safeNextActions.map((a: any) => a.tool)).toContain('service_update_issue');
+
+    // Following the advice: the tool it names, its arguments, plus the field it says to add.
+    const dated = (await s.call(advice.tool.replace('service_', ''), { ...advice.arguments, dueDate: '2031-07-01' })).structuredContent;
+    expect(dated.data.dueDate).toBe('2031-07-01');
+    expect(dated.meta.changedFields).toEqual(['dueDate']);
+    // Every field the pair changes, under the claim's fencing token (as PATCH /api/issues/{id} takes it).
+    const claimed = (await s.call('claim_work', { issueId: issue.id })).structuredContent.data;
+    const fencingToken = claimed.claim.fencingToken;
+    const changes = { title: 'Dated', description: 'Now with dates', priority: 'urgent', labels: ['mcp', 'dates'], estimate: 3.5, assignedAgentId: 'agent-mcp', milestoneId: milestone.body.data.id };
+    const updated = await s.call('update_issue', { issueId: issue.id, ...changes, fencingToken });
+    expect(updated.isError, JSON.stringify(updated.structuredContent)).toBeFalsy();
+    expect(updated.structuredContent.meta.changedFields.sort()).toEqual(['agent.assignedAgentId', 'description', 'estimate', 'labels', 'milestoneId', 'priority', 'title'].sort());
+    const stale = await s.call('update_task', { issueId: issue.id, title: 'Late', fencingToken: fencingToken + 1 });
+    expect(stale.structuredContent.error).toMatchObject({ code: 'work-already-claimed', reason: 'stale-claim' });
+    const conflict = await s.call('update_task', { issueId: issue.id, title: 'Late', version: 1 });
+    expect(conflict.structuredContent.error).toMatchObject({ reason: 'version-conflict' });
+    // null clears; the alias does the same through the same path; the same call again changes nothing.
+    const cleared = (await s.call('update_task', { issueId: issue.id, dueDate: null, estimate: null, assignedAgentId: null, milestoneId: null, fencingToken })).structuredContent;
+    expect(cleared.meta.changedFields.sort()).toEqual(['agent.assignedAgentId', 'dueDate', 'estimate', 'milestoneId'].sort());
+    expect((await s.call('update_task', { issueId: issue.id, dueDate: null, fencingToken })).structuredContent.meta.changedFields).toEqual([]);
+    await expect(s.call('update_issue', { issueId: issue.id })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('at least one field') });
+    await expect(s.call('update_issue', { issueId: issue.id, status: 'done' })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("'status'") });
+    await expect(s.call('update_issue', { issueId: issue.id, assignedAgentId: 'Not An Agent' })).rejects.toMatchObject({ code: -32602, data: { field: 'assignedAgentId' } });
+    await expect(s.call('update_issue', { issueId: issue.id, dueDate: '2031-02-30' })).rejects.toMatchObject({ code: -32602, data: { field: 'dueDate' } });
+    await s.call('cancel_work', { issueId: issue.id });
+    await s.close();
+    const detail = (await api.get(`/api/issues/${issue.id}`)).body.data;
+    expect(detail).toMatchObject({ title: 'Dated', description: 'Now with dates', priority: 'urgent', labels: ['mcp', 'dates'], dueDate: null, estimate: null, milestoneId: null, agent: { assignedAgentId: null } });
+    expect(detail.activity.map((a: any) => a.actor)).toContainEqual({ type: 'api-key', id: agent.id });
   });
 
   it('mcp: a whole agent session over the SDK client (modern and session-era), then the state through REST', async () => {
@@ -310,6 +359,8 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
       cancel_work: { issueId: issue.id },
       update_task_status: { issueId: issue.id, status: 'blocked' },
       update_issue_status: { issueId: issue.id, status: 'blocked' },
+      update_task: { issueId: issue.id, title: 'Nope' },
+      update_issue: { issueId: issue.id, dueDate: null },
       add_comment: { issueId: issue.id, body: 'Nope' },
       log_time: { issueId: issue.id, minutes: 5 },
       add_evidence: { issueId: issue.id, kind: 'note', title: 'Nope' },
@@ -419,7 +470,7 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     expect(html.status).toBe(406);
     const noAccept = await call('POST', '/api/mcp', { token: agent.token, body: list });
     expect(noAccept.status).toBe(200);
-    expect(noAccept.body.result.tools).toHaveLength(25);
+    expect(noAccept.body.result.tools).toHaveLength(27);
     const textBody = await mcpPost(undefined, { rawBody: JSON.stringify(list), headers: { 'content-type': 'text/plain' } });
     expect(textBody.status).toBe(415);
 
@@ -492,9 +543,16 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     };
     const agentRest = rest(agent);
     const volatile = new Set(['id', 'createdAt', 'updatedAt', 'lastActivityAt', 'loggedAt', 'at', 'issueId', 'expiresAt', 'renewedAt', 'generatedAt', 'used', 'endedAt']);
+    // Guidance is worded for the caller's transport (MCP: tools and arguments; REST: paths): compare what is advised, not how.
     const stable = (value: any): any => {
       if (Array.isArray(value)) return value.map(stable);
-      if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).filter(([k]) => !volatile.has(k)).map(([k, v]) => [k, stable(v)]));
+      if (value && typeof value === 'object') {
+        return Object.fromEntries(
+          Object.entries(value)
+            .filter(([k]) => !volatile.has(k))
+            .map(([k, v]) => [k, k === 'safeNextActions' ? (v as any[]).map((a) => a.action) : k === 'nextAction' ? String(v).replace(/\(.*\)/, '()') : stable(v)]),
+        );
+      }
       return value;
     };
     const state = async (id: string) => {
@@ -516,6 +574,11 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
       ['add_evidence', { kind: 'link', title: 'PR', url: 'https://example.com/pr/1' }, (id) => agentRest.post(`/api/issues/${id}/evidence`, { kind: 'link', title: 'PR', url: 'https://example.com/pr/1' })],
       ['request_approval', { reason: 'Why not' }, (id) => agentRest.post(`/api/issues/${id}/approvals`, { reason: 'Why not' })],
       ['update_issue_status', { status: 'backlog' }, (id) => agentRest.patch(`/api/issues/${id}`, { status: 'backlog' })],
+      [
+        'update_issue',
+        { title: 'twin renamed', priority: 'low', labels: ['x'], dueDate: '2032-02-02', estimate: 5, assignedAgentId: 'agent-mcp' },
+        (id) => agentRest.patch(`/api/issues/${id}`, { title: 'twin renamed', priority: 'low', labels: ['x'], dueDate: '2032-02-02', estimate: 5, agent: { assignedAgentId: 'agent-mcp' } }),
+      ],
     ];
     for (const [name, args, viaRestCall] of pairs) {
       const [a, b] = [await newIssue({ title: 'twin', acceptanceChecks: [{ title: 'c' }] }), await newIssue({ title: 'twin', acceptanceChecks: [{ title: 'c' }] })];

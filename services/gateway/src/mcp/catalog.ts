@@ -1,5 +1,6 @@
 /**
- * The MCP tool catalog: the 25 `service.`-prefixed tools (API document §4, endpoint 14) with
+ * The MCP tool catalog: the 25 `service.`-prefixed tools of the API document (§4, endpoint 14)
+ * and the update pair (`update_issue`, `update_task`: the whole job over MCP), with
  * their titles, descriptions, argument and result schemas, annotations and the token scopes each
  * needs. Static data only; `tools.ts` binds each tool to the gRPC calls of its REST twin. Each
  * result schema is the REST twin's response schema made exact (`output-schemas.ts`): a tool's
@@ -24,25 +25,10 @@ import { timeLoggedResponse } from '../routes/issue-records.js';
 import { issueChangeResponse, reminderItemSchema, searchResponse } from '../routes/issues.js';
 import { approvalSchema, commentSchema, evidenceSchema, issueSchema } from '../routes/planning-json.js';
 import { taskContractChangeResponse, taskContractResponse } from '../routes/task-contract.js';
+import { NAME_STYLES, wireName, type NameStyle, type Toolset } from './naming.js';
 import { toolOutputSchema } from './output-schemas.js';
 
-export const TOOL_PREFIX = 'service.';
-
-/**
- * How tool names are written on the wire: `dotted` is the contract's `service.<name>` (the
- * default list); `portable` is `service_<name>`, for hosts and model APIs that accept only
- * `^[a-zA-Z0-9_-]{1,64}$` (`POST /api/mcp?names=portable`). `tools/call` takes both, always.
- */
-export const NAME_STYLES = ['dotted', 'portable'] as const;
-export type NameStyle = (typeof NAME_STYLES)[number];
-export const NAME_PREFIXES: Readonly<Record<NameStyle, string>> = { dotted: TOOL_PREFIX, portable: 'service_' };
-/** What strict hosts and model APIs accept as a tool name. */
-export const PORTABLE_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
-
-/** A catalog name (`claim_work`) as the wire writes it in a name style. */
-export function wireName(name: string, names: NameStyle = 'dotted'): string {
-  return `${NAME_PREFIXES[names]}${name}`;
-}
+export { DEFAULT_VIEW, NAME_PREFIXES, NAME_STYLES, PORTABLE_NAME, TOOL_PREFIX, wireName, type NameStyle, type Toolset, type ToolView } from './naming.js';
 
 /** MCP lists are paged like REST's; without `limit` they return 20 items (REST: up to 500), to spare the agent's context. */
 export const MCP_DEFAULT_LIMIT = 20;
@@ -84,10 +70,15 @@ const str = (description?: string): Json => (description ? { type: 'string', des
 const text = (max: number, min = 0, description?: string): Json => ({ type: 'string', ...(min > 0 ? { minLength: min } : {}), maxLength: max, ...(description ? { description } : {}) });
 const int = (minimum: number, maximum: number, description?: string): Json => ({ type: 'integer', minimum, maximum, ...(description ? { description } : {}) });
 /** Ids are 1 to 64 characters (the services refuse others; an empty one is a missing argument). */
-const id: Json = { type: 'string', minLength: 1, maxLength: 64 };
+const id: Json = { type: 'string', minLength: 1 };
 const ids = (maxItems: number): Json => ({ type: 'array', maxItems, items: id });
-const labels: Json = { type: 'array', maxItems: 20, items: text(50, 1) };
+const labels: Json = { type: 'array', maxItems: 20, items: { type: 'string' } };
 const enumOf = (values: readonly string[]): Json => ({ type: 'string', enum: [...values] });
+/** A value or `null` (clears the field): `anyOf`, not a type array, which strict hosts refuse. */
+const orNull = (schema: Json): Json => {
+  const { description, ...value } = schema;
+  return { anyOf: [value, { type: 'null' }], ...(description ? { description } : {}) };
+};
 const enums = (values: readonly string[]): Json => ({ type: 'array', items: enumOf(values) });
 const args = (properties: Json, required: string[] = []): Json => ({
   type: 'object',
@@ -102,20 +93,24 @@ const EVIDENCE_KINDS = ['link', 'log', 'test-result', 'artifact', 'note'] as con
 const REMINDER_KINDS = ['missing-dates', 'stale-update', 'missing-time', 'overdue'] as const;
 
 const issueId = id;
-const limit = int(1, 200, 'Page size (default 20).');
-const cursor = str('page.nextCursor of the previous call.');
-const fencingToken = { type: 'integer', minimum: 1, maximum: 2147483647, description: 'From claim_work; a replaced or expired claim is refused.' };
+const limit = int(1, 200, 'Default 20.');
+const cursor = str('From page.nextCursor.');
+const fencingToken = { type: 'integer', minimum: 1, maximum: 2147483647, description: 'From claim_work.' };
+const version = int(1, 2 ** 31 - 1);
 /** A brief section: text or a list, `null` clears it (`anyOf`, not a type array: strict hosts refuse those). */
-const sectionText = { anyOf: [{ type: 'string', maxLength: 2000 }, { type: 'null' }] };
-const sectionList = { anyOf: [{ type: 'array', maxItems: 30, items: { type: 'string', maxLength: 500 } }, { type: 'null' }] };
-const instructions = args({
-  objective: sectionText,
-  constraints: sectionList,
-  expectedOutput: sectionText,
-  verification: sectionList,
-  permissions: sectionList,
-  escalation: sectionText,
-});
+const sectionText: Json = { type: 'string', maxLength: 2000 };
+const sectionList: Json = { type: 'array', maxItems: 30, items: { type: 'string', maxLength: 500 } };
+const brief = (section: (schema: Json) => Json) =>
+  args({
+    objective: section(sectionText),
+    constraints: section(sectionList),
+    expectedOutput: section(sectionText),
+    verification: section(sectionList),
+    permissions: section(sectionList),
+    escalation: section(sectionText),
+  });
+/** A new task's brief: sections are set or left out. */
+const instructions = brief((s) => s);
 
 /*
  * Annotations (MCP spec): `destructiveHint: false` means the tool makes only additive updates;
@@ -138,10 +133,9 @@ const ISSUE_TOOLS: ToolDefinition[] = [
   {
     name: 'search_issues',
     title: 'Search issues',
-    description:
-      'Search tasks of your workspace by filters and literal text. Call before any write: each issue has taskHealth (blocksAgentClaim, firstReminder, safeNextActions). Read-only.',
+    description: 'Search your tasks by filters and literal text. Call before any write: each has taskHealth (blocksAgentClaim, firstReminder, safeNextActions). Read-only.',
     inputSchema: args({
-      q: text(200, 0, 'Literal text in title or description.'),
+      q: text(200, 0, 'Literal text.'),
       status: enums(STATUSES),
       priority: enums(PRIORITIES),
       label: labels,
@@ -164,7 +158,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
   {
     name: 'create_issue',
     title: 'Create an issue',
-    description: 'Create a task in a project (status ready unless given) when work is missing from the plan. Not idempotent: a retry creates another task.',
+    description: 'Create a task in a project (ready unless status given) for work missing from the plan. A retry creates another task.',
     inputSchema: args(
       {
         projectId: id,
@@ -176,7 +170,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
         milestoneId: id,
         initiativeId: id,
         parentId: id,
-        dueDate: str('YYYY-MM-DD'),
+        dueDate: { type: 'string', format: 'date' },
         estimate: { type: 'number', minimum: 0, maximum: 10000 },
         dependencies: ids(50),
         acceptanceChecks: { type: 'array', maxItems: 50, items: args({ title: text(300, 1), done: { type: 'boolean' } }, ['title']) },
@@ -193,13 +187,40 @@ const ISSUE_TOOLS: ToolDefinition[] = [
     name: 'update_issue_status',
     title: 'Move an issue',
     description:
-      "Change a task's status along the allowed moves. in-review, done or cancelled completes your claim; ready releases it. Pass fencingToken while you hold the claim. The same move again changes nothing, but once the claim has ended a repeat with fencingToken is refused (stale-claim).",
-    inputSchema: args({ issueId, status: enumOf(STATUSES), version: int(1, 2 ** 31 - 1, 'Apply only at this version.'), fencingToken }, ['issueId', 'status']),
+      "Move a task's status along the allowed moves; in-review, done or cancelled completes your claim, ready releases it. Pass fencingToken while you hold the claim; once it ended, a repeat with it is refused (stale-claim).",
+    inputSchema: args({ issueId, status: enumOf(STATUSES), version, fencingToken }, ['issueId', 'status']),
     outputSchema: toolOutputSchema(issueChangeResponse),
     annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
     core: true,
     serviceFields: { id: 'issueId' },
+  },
+  {
+    name: 'update_issue',
+    title: 'Update an issue',
+    description:
+      "Change a task's fields; those left out stay, null clears one, labels replaces all. Pass fencingToken while you hold the claim. A repeat changes nothing.",
+    inputSchema: args(
+      {
+        issueId,
+        title: text(300, 1),
+        description: text(20000),
+        priority: enumOf(PRIORITIES),
+        labels,
+        dueDate: orNull({ type: 'string', format: 'date' }),
+        estimate: orNull({ type: 'number', minimum: 0, maximum: 10000 }),
+        assignedAgentId: orNull({ type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' }),
+        milestoneId: orNull(id),
+        version,
+        fencingToken,
+      },
+      ['issueId'],
+    ),
+    outputSchema: toolOutputSchema(issueChangeResponse),
+    annotations: OVERWRITE,
+    scopes: WRITE_SCOPES,
+    core: true,
+    serviceFields: { id: 'issueId', 'agent.assignedAgentId': 'assignedAgentId' },
   },
   {
     name: 'list_issue_reminders',
@@ -281,7 +302,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'list_ready_work',
     title: 'Ready work',
-    description: 'Ready tasks you may claim, ranked, each with agentClaimQueue (state, quotaState, nextAction, doneEvidence); your held task first. Read-only.',
+    description: 'Ready tasks you may claim, ranked, with agentClaimQueue (state, nextAction, doneEvidence); your held task first. Read-only.',
     inputSchema: args({ limit, cursor }),
     outputSchema: toolOutputSchema(readyWorkResponse),
     annotations: READ,
@@ -291,7 +312,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'get_task_contract',
     title: 'Task contract',
-    description: "Read a task's brief: goal, constraints, expected output, verification, permissions, escalation, completeness. Call after claiming, before work. Read-only.",
+    description: "A task's brief (goal, constraints, expected output, verification, permissions, escalation) and its completeness. Call after claiming. Read-only.",
     inputSchema: args({ issueId }, ['issueId']),
     outputSchema: toolOutputSchema(taskContractResponse),
     annotations: READ,
@@ -301,8 +322,8 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'update_task_contract',
     title: 'Update task contract',
-    description: "Overwrite sections of a task's brief; sections sent replace theirs, null clears one. The same call again changes nothing.",
-    inputSchema: args({ issueId, agent: args({ instructions }, ['instructions']), version: int(1, 2 ** 31 - 1) }, ['issueId', 'agent']),
+    description: "Overwrite sections of a task's brief; null clears one. A repeat changes nothing.",
+    inputSchema: args({ issueId, agent: args({ instructions: brief(orNull) }, ['instructions']), version }, ['issueId', 'agent']),
     outputSchema: toolOutputSchema(taskContractChangeResponse),
     annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
@@ -311,7 +332,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'get_context_pack',
     title: 'Context pack',
-    description: "Files, docs and links attached to a task's project and initiative, and the knowledge documents linked to them. Call after reading the brief, before you start. Read-only.",
+    description: "Files, docs and links of a task's project and initiative, and their knowledge documents. Call after reading the brief. Read-only.",
     inputSchema: args({ issueId }, ['issueId']),
     outputSchema: toolOutputSchema(ok(contextPackSchema)),
     annotations: READ,
@@ -322,8 +343,8 @@ const TOOLS: ToolDefinition[] = [
     name: 'claim_work',
     title: 'Claim work',
     description:
-      'Call when you hold no claim and picked a ready task (list_ready_work). It moves to in-progress, one agent run is metered, and you get a lease (expiresAt) and fencingToken. One claim per agent. Pass idempotencyKey to retry safely.',
-    inputSchema: args({ issueId, idempotencyKey: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$', description: '1-255 printable ASCII, no spaces.' } }, ['issueId']),
+      'Claim a ready task when you hold none: it moves to in-progress, one agent run is metered, you get a lease (expiresAt) and fencingToken. Pass idempotencyKey to retry safely.',
+    inputSchema: args({ issueId, idempotencyKey: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' } }, ['issueId']),
     outputSchema: toolOutputSchema(claimWorkResponse),
     annotations: CLAIM,
     scopes: WRITE_SCOPES,
@@ -333,7 +354,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'post_status',
     title: 'Post status',
-    description: 'Record a status note on the task you hold and renew its lease. Call while working, before the lease expires.',
+    description: 'Record a status note on the task you hold and renew its lease. Call before the lease expires.',
     inputSchema: args({ issueId, message: text(10000, 1), fencingToken }, ['issueId', 'message']),
     outputSchema: toolOutputSchema(statusPostResponse),
     annotations: ADD,
@@ -343,7 +364,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'cancel_work',
     title: 'Cancel work',
-    description: 'Call when you cannot finish a claimed task: ends your claim and the task returns to ready for others.',
+    description: 'Call when you cannot finish a claimed task: ends your claim; the task returns to ready.',
     inputSchema: args({ issueId, fencingToken }, ['issueId']),
     outputSchema: toolOutputSchema(claimAndIssueResponse),
     annotations: OVERWRITE,
@@ -353,7 +374,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'add_comment',
     title: 'Add comment',
-    description: 'Comment on a task; call to leave notes for people or the handoff packet. A retry adds another comment.',
+    description: 'Comment on a task; call to leave notes or the handoff packet. A retry adds another.',
     inputSchema: args({ issueId, body: text(10000, 1) }, ['issueId', 'body']),
     outputSchema: toolOutputSchema(ok(commentSchema)),
     annotations: ADD,
@@ -363,8 +384,8 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'log_time',
     title: 'Log time',
-    description: 'Log minutes worked on a task; call after each stretch of work. A retry logs them again.',
-    inputSchema: args({ issueId, minutes: int(1, 1440), note: text(1000), loggedAt: str('RFC 3339; default now.') }, ['issueId', 'minutes']),
+    description: 'Log minutes worked on a task; call after each stretch of work. A retry logs again.',
+    inputSchema: args({ issueId, minutes: int(1, 1440), note: text(1000), loggedAt: { type: 'string', format: 'date-time' } }, ['issueId', 'minutes']),
     outputSchema: toolOutputSchema(timeLoggedResponse),
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -373,7 +394,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'add_evidence',
     title: 'Add evidence',
-    description: 'Attach proof to a task; naming an acceptance check (checkId) marks it done. A retry adds another record.',
+    description: 'Attach proof to a task; a checkId marks that acceptance check done. A retry adds another.',
     inputSchema: args({ issueId, kind: enumOf(EVIDENCE_KINDS), title: text(300, 1), url: text(2000), body: text(20000), checkId: id }, ['issueId', 'kind', 'title']),
     outputSchema: toolOutputSchema(ok(evidenceSchema)),
     annotations: ADD,
@@ -383,7 +404,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'request_approval',
     title: 'Request approval',
-    description: 'Ask a person to approve something on a task (a pending approval request). A retry asks again.',
+    description: 'Ask a person to approve something on a task (pending until decided). A retry asks again.',
     inputSchema: args({ issueId, reason: text(2000, 1) }, ['issueId', 'reason']),
     outputSchema: toolOutputSchema(ok(approvalSchema)),
     annotations: ADD,
@@ -398,6 +419,7 @@ const ALIASES: Record<string, { of: string; title: string }> = {
   search_tasks: { of: 'search_issues', title: 'Search tasks' },
   create_task: { of: 'create_issue', title: 'Create a task' },
   update_task_status: { of: 'update_issue_status', title: 'Move a task' },
+  update_task: { of: 'update_issue', title: 'Update a task' },
   list_task_reminders: { of: 'list_issue_reminders', title: 'Task reminders' },
 };
 
@@ -412,7 +434,10 @@ export function descriptionOf(tool: ToolDefinition, names: NameStyle = 'dotted')
 
 const byName = new Map(TOOLS.map((t) => [t.name, t]));
 
-/** Every tool, in the order of the API document's list. */
+/**
+ * Every tool, in the order of the API document's list; the pair that updates a task's fields
+ * (`update_task`, `update_issue`) follows the status pair it extends.
+ */
 export const TOOL_ORDER = [
   'get_client_bootstrap',
   'get_workspace_customization',
@@ -431,6 +456,7 @@ export const TOOL_ORDER = [
   'post_status',
   'cancel_work',
   'update_task_status',
+  'update_task',
   'add_comment',
   'log_time',
   'add_evidence',
@@ -439,6 +465,7 @@ export const TOOL_ORDER = [
   'search_issues',
   'create_issue',
   'update_issue_status',
+  'update_issue',
 ] as const;
 
 export const CATALOG: readonly ToolDefinition[] = TOOL_ORDER.map((name) => {
@@ -455,16 +482,6 @@ const catalogByName = new Map(CATALOG.flatMap((t) => NAME_STYLES.map((style) => 
 export function toolNamed(name: string): ToolDefinition | undefined {
   return catalogByName.get(name);
 }
-
-export type Toolset = 'full' | 'core';
-
-/** The tool list a caller reads: which tools (`toolset`) and how their names are written (`names`). */
-export interface ToolView {
-  toolset: Toolset;
-  names: NameStyle;
-}
-
-export const DEFAULT_VIEW: ToolView = { toolset: 'full', names: 'dotted' };
 
 /** The `tools/list` entries of a toolset, as the wire shows them. */
 export function listedTools(toolset: Toolset, names: NameStyle = 'dotted') {

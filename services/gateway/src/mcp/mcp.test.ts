@@ -5,11 +5,12 @@ import { firstSessionDecision, type PreflightFacts } from '../routes/guidance-ag
 import { customizationJson } from '../routes/guidance-json.js';
 import { argumentProblemOf, createArgumentValidator } from './arguments.js';
 import { CALL_ORDER, callOrder, CATALOG, listedTools, PORTABLE_NAME, requiredScopes, toolNamed, toolsNamedIn, type Toolset } from './catalog.js';
+import { forMcp, mcpSafeAction, toolMentions } from './next-actions.js';
 import { normalizeAccept, originAllowed } from './route.js';
 import { instructionsFor } from './server.js';
 import { TOOL_HANDLERS } from './tools.js';
 
-/** The tool names of the API document (§4, endpoint 14), in its order. */
+/** The tool names of the API document (§4, endpoint 14), in its order, with the update pair after the status pair. */
 const DOCUMENTED = [
   'get_client_bootstrap',
   'get_workspace_customization',
@@ -28,6 +29,7 @@ const DOCUMENTED = [
   'post_status',
   'cancel_work',
   'update_task_status',
+  'update_task',
   'add_comment',
   'log_time',
   'add_evidence',
@@ -36,10 +38,11 @@ const DOCUMENTED = [
   'search_issues',
   'create_issue',
   'update_issue_status',
+  'update_issue',
 ];
 
 describe('mcp: tool catalog', () => {
-  it('mcp: the catalog is the 25 documented names, each with a handler, title, description, schemas and annotations', () => {
+  it('mcp: the catalog is the 25 documented names and the update pair, each with a handler, title, description, schemas and annotations', () => {
     expect(CATALOG.map((t) => t.name)).toEqual(DOCUMENTED);
     for (const tool of CATALOG) {
       expect(TOOL_HANDLERS[tool.aliasOf ?? tool.name], tool.name).toBeTypeOf('function');
@@ -76,6 +79,7 @@ describe('mcp: tool catalog', () => {
       ['search_tasks', 'search_issues'],
       ['create_task', 'create_issue'],
       ['update_task_status', 'update_issue_status'],
+      ['update_task', 'update_issue'],
     ]);
     for (const alias of aliases) {
       const of = toolNamed(`service.${alias.aliasOf}`)!;
@@ -88,13 +92,13 @@ describe('mcp: tool catalog', () => {
 
   it('mcp: the core toolset leaves out the aliases and the bootstrap, customization, preflight, market, launch, knowledgebase and reminder tools', () => {
     const core = listedTools('core').map((t) => t.name.replace('service.', ''));
-    expect(core).toHaveLength(14);
+    expect(core).toHaveLength(15);
     for (const left of ['get_client_bootstrap', 'get_workspace_customization', 'get_agent_preflight', 'get_market_standards', 'get_launch_readiness', 'search_knowledgebase']) {
       expect(core).not.toContain(left);
     }
     expect(core.some((n) => n.includes('reminder'))).toBe(false);
     expect(core.filter((n) => CATALOG.find((t) => t.name === n)?.aliasOf)).toEqual([]);
-    expect(listedTools('full')).toHaveLength(25);
+    expect(listedTools('full')).toHaveLength(27);
   });
 
   it('mcp: write tools need issues:write and agents:execute; read-only tools need neither and say so in their hints', () => {
@@ -125,6 +129,8 @@ describe('mcp: tool catalog', () => {
     create_task: { destructiveHint: false, idempotentHint: false },
     update_issue_status: { destructiveHint: true, idempotentHint: true },
     update_task_status: { destructiveHint: true, idempotentHint: true },
+    update_issue: { destructiveHint: true, idempotentHint: true },
+    update_task: { destructiveHint: true, idempotentHint: true },
     update_task_contract: { destructiveHint: true, idempotentHint: true },
     claim_work: { destructiveHint: true, idempotentHint: false },
     cancel_work: { destructiveHint: true, idempotentHint: true },
@@ -151,6 +157,8 @@ describe('mcp: tool catalog', () => {
       search_tasks: 'Search tasks',
       create_task: 'Create a task',
       update_task_status: 'Move a task',
+      update_task: 'Update a task',
+      update_issue: 'Update an issue',
       list_task_reminders: 'Task reminders',
       search_issues: 'Search issues',
       create_issue: 'Create an issue',
@@ -358,5 +366,51 @@ describe('mcp: workspace customization', () => {
       ['small-prs', 'workspace'],
     ]);
     expect(c.rulesCenter[1]).toMatchObject({ severity: 'must', description: expect.stringContaining('never refused') });
+  });
+});
+
+describe('mcp: guidance names tools over MCP', () => {
+  const dotted = { toolset: 'full', names: 'dotted' } as const;
+  const portable = { toolset: 'core', names: 'portable' } as const;
+
+  it('mcp: safe next actions become tool calls with the arguments known, in the list\'s name style', () => {
+    const issue = {
+      id: 'iss_1',
+      nextAction: 'Claim it (POST /api/agents/claim) and start work.',
+      taskHealth: {
+        safeNextActions: [
+          { action: 'set-due-date', description: 'Set a due date (PATCH /api/issues/{id} dueDate)' },
+          { action: 'finish-dependencies', description: 'Finish or unblock the open dependencies first' },
+          { action: 'pick-other-work', description: 'pick' },
+          { action: 'something-new', description: 'Log it (POST /api/issues/{id}/time-entries)' },
+        ],
+      },
+    };
+    const out = forMcp({ data: { issues: [issue] } }, dotted).data.issues[0]!;
+    expect(out.nextAction).toBe('Claim it (service.claim_work) and start work.');
+    expect(out.taskHealth.safeNextActions).toEqual([
+      { action: 'set-due-date', description: 'Set a due date (service.update_issue with dueDate, YYYY-MM-DD)', tool: 'service.update_issue', arguments: { issueId: 'iss_1' } },
+      { action: 'finish-dependencies', description: expect.stringContaining('service.search_issues'), tool: 'service.search_issues', arguments: { includeDependencyGraph: true } },
+      { action: 'pick-other-work', description: 'Pick other ready work (service.list_ready_work)', tool: 'service.list_ready_work', arguments: {} },
+      // An action the table does not know keeps the service's words, REST calls renamed.
+      { action: 'something-new', description: 'Log it (service.log_time)', tool: null, arguments: {} },
+    ]);
+    // A reminder item names its task by issueId.
+    const reminder = forMcp({ data: [{ issueId: 'iss_2', safeNextActions: [{ action: 'log-time', description: 'x' }] }] }, portable).data[0]!;
+    expect(reminder.safeNextActions).toEqual([{ action: 'log-time', description: 'Log the time spent so far (service_log_time with minutes)', tool: 'service_log_time', arguments: { issueId: 'iss_2' } }]);
+    // Refusal messages too; anything else passes unchanged.
+    expect(forMcp({ error: { code: 'x', message: 'Start it by claiming (POST /api/agents/claim)' } }, portable).error.message).toBe('Start it by claiming (service_claim_work)');
+    expect(toolMentions('GET /api/unknown stays', dotted)).toBe('GET /api/unknown stays');
+    expect(forMcp({ data: { title: 'POST /api/agents/claim' } }, dotted).data.title).toBe('POST /api/agents/claim');
+  });
+
+  it('mcp: every tool a safe next action names is in the core list', () => {
+    for (const action of ['reschedule-or-escalate', 'post-status', 'log-time', 'set-due-date', 'check-status', 'finish-dependencies', 'pick-other-work', 'claim']) {
+      const rendered = mcpSafeAction({ action, description: '' }, 'iss_1', dotted);
+      expect(rendered.tool, action).not.toBeNull();
+      for (const named of [rendered.tool!, ...(rendered.description.match(/service\.[a-z_]+/g) ?? [])]) {
+        expect(toolNamed(named)?.core, `${action} names ${named}`).toBe(true);
+      }
+    }
   });
 });

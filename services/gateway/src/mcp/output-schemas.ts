@@ -8,6 +8,8 @@
  * open object, an untyped value) throws when the catalog loads, so it never reaches the wire.
  */
 import { ERROR_CODES } from '@planning/errors';
+import { safeActionSchema } from '../routes/planning-json.js';
+import { mcpSafeActionSchema } from './next-actions.js';
 
 type Json = Record<string, unknown>;
 
@@ -42,25 +44,30 @@ function splitTypes(schema: Json, types: readonly string[]): Json {
   return { ...shared, anyOf: branches };
 }
 
+/** Subschemas whose MCP form differs from REST's, by identity: over MCP, safe next actions name tools (next-actions.ts). */
+export const MCP_FORMS: ReadonlyMap<object, object> = new Map<object, object>([[safeActionSchema, mcpSafeActionSchema]]);
+
 /**
- * The exact, portable form of a JSON schema (see the module comment). `path` names the place in
- * error messages.
+ * The exact, portable form of a JSON schema (see the module comment), with each subschema that is
+ * a key of `forms` replaced by its value. `path` names the place in error messages.
  */
-export function exactSchema(schema: unknown, path = '$'): Json {
+export function exactSchema(schema: unknown, path = '$', forms: ReadonlyMap<object, object> = new Map()): Json {
   if (!isObject(schema)) throw new Error(`${path}: a schema must be an object`);
-  if (Array.isArray(schema.type)) return exactSchema(splitTypes(schema, schema.type as string[]), path);
+  const form = forms.get(schema);
+  if (form) return exactSchema(form, path, forms);
+  if (Array.isArray(schema.type)) return exactSchema(splitTypes(schema, schema.type as string[]), path, forms);
   if (typeof schema.$ref === 'string') throw new Error(`${path}: $ref ${schema.$ref} is not resolved here; inline the schema`);
   const out: Json = {};
   for (const [key, value] of Object.entries(schema)) {
     if (key === '$id') continue;
     if (key === 'properties') {
       if (!isObject(value)) throw new Error(`${path}.properties must be an object`);
-      out.properties = Object.fromEntries(Object.entries(value).map(([name, s]) => [name, exactSchema(s, `${path}.${name}`)]));
+      out.properties = Object.fromEntries(Object.entries(value).map(([name, s]) => [name, exactSchema(s, `${path}.${name}`, forms)]));
     } else if (key === 'items') {
-      out.items = exactSchema(value, `${path}[]`);
+      out.items = exactSchema(value, `${path}[]`, forms);
     } else if ((COMBINATORS as readonly string[]).includes(key)) {
       if (!Array.isArray(value)) throw new Error(`${path}.${key} must be an array`);
-      out[key] = value.map((s, i) => exactSchema(s, `${path}.${key}[${i}]`));
+      out[key] = value.map((s, i) => exactSchema(s, `${path}.${key}[${i}]`, forms));
     } else {
       out[key] = value;
     }
@@ -104,12 +111,18 @@ export const REFUSAL_SCHEMA: Json = exactSchema({
 });
 
 /**
- * A tool's `outputSchema`: its success body (the REST twin's 200/201 response schema) or the
- * refusal body. The root stays `type: object` (MCP requires it); `anyOf` picks the branch.
+ * A tool's `outputSchema`: its success body (the REST twin's 200/201 response schema, with the
+ * MCP forms of `MCP_FORMS`) or the refusal body. The root stays `type: object` (MCP requires it);
+ * `anyOf` picks the branch.
  */
 export function toolOutputSchema(success: object): Json {
-  const { description: _description, ...body } = success as Json;
-  return { type: 'object', anyOf: [exactSchema(body, '$success'), REFUSAL_SCHEMA] };
+  return { type: 'object', anyOf: [successOf(success), REFUSAL_SCHEMA] };
+}
+
+/** The success branch for a REST response schema (its `description` says "Success"; the branch needs none). */
+export function successOf(rest: object): Json {
+  const { description: _description, ...body } = rest as Json;
+  return exactSchema(body, '$success', MCP_FORMS);
 }
 
 /** The success branch of a tool's output schema. */

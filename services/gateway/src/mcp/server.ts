@@ -6,6 +6,7 @@ import type { GatewayDeps } from '../deps.js';
 import { argumentProblemOf, createArgumentValidator } from './arguments.js';
 import product from '../../../../package.json' with { type: 'json' };
 import { DEFAULT_VIEW, listedTools, NAME_PREFIXES, requiredScopes, toolNamed, wireName, type ToolView } from './catalog.js';
+import { forMcp, toolMentions } from './next-actions.js';
 import { TOOL_HANDLERS } from './tools.js';
 
 /** What one HTTP request hands its MCP server instance (through the SDK's `authInfo.extra`). */
@@ -97,19 +98,19 @@ export function createServerFactory(deps: GatewayDeps, logger: FastifyBaseLogger
       if (!handler) throw new ProtocolError(ProtocolErrorCode.InternalError, 'Internal error');
       try {
         const body = await handler(args as Record<string, unknown>, { deps, principal: state.principal, view: state.view });
-        return server.projectCallToolResult(toolResult(body), tool.outputSchema);
+        return server.projectCallToolResult(toolResult(forMcp(body, state.view)), tool.outputSchema);
       } catch (err) {
         const error = toServiceError(err);
         if (error.code === 'invalid-input') {
           // Named as the tool's arguments, not the service's request fields.
-          const problem = argumentProblemOf(tool, error.details.field || undefined, error.message);
+          const problem = argumentProblemOf(tool, error.details.field || undefined, toolMentions(error.message, state.view));
           throw new ProtocolError(ProtocolErrorCode.InvalidParams, problem.message, { code: 'invalid-input', ...(problem.field ? { field: problem.field } : {}) });
         }
         if (error.code === 'internal') {
           logger.error({ err, tool: tool.name }, 'mcp tool failed');
           throw new ProtocolError(ProtocolErrorCode.InternalError, 'Internal error');
         }
-        return toolResult(error.toBody(), true);
+        return toolResult(forMcp(error.toBody(), state.view), true);
       }
     });
     return server;

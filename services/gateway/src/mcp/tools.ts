@@ -7,7 +7,7 @@
 import { ServiceError } from '@planning/errors';
 import { agentPreflight, clientBootstrap, tokenIdentity } from '../routes/guidance-agent.js';
 import { contextPackJson, customizationJson, hitJson, launchReadinessJson, standardsJson } from '../routes/guidance-json.js';
-import { createTaskRequest, instructionsPatch, taskPatch, type RestInstructions, type RestIssueCreate } from '../routes/planning-input.js';
+import { createTaskRequest, instructionsPatch, taskPatch, type RestInstructions, type RestIssueCreate, type RestIssuePatch } from '../routes/planning-input.js';
 import { approvalJson, commentJson, evidenceJson, issueJson, reminderItemJson, taskContractJson, timeEntryJson } from '../routes/planning-json.js';
 import { MCP_DEFAULT_LIMIT } from './catalog.js';
 import { claimToolHandlers } from './claim-tools.js';
@@ -58,12 +58,23 @@ const createIssue: ToolHandler = async (a, ctx) => {
   return { data: issueJson(present(result.task)) };
 };
 
-const updateIssueStatus: ToolHandler = async (a, ctx) => {
-  const result = await ctx.deps.rpc.tasks.updateTask(
-    { id: a.issueId, patch: taskPatch({ status: a.status }), expectedVersion: a.version, fencingToken: a.fencingToken },
-    options(ctx),
-  );
+/** `PATCH /api/issues/{id}` with `body`: the same guarded path (version, fencing token) and response. */
+async function patchIssue(ctx: ToolContext, a: Parameters<ToolHandler>[0], body: RestIssuePatch): Promise<Record<string, unknown>> {
+  const result = await ctx.deps.rpc.tasks.updateTask({ id: a.issueId, patch: taskPatch(body), expectedVersion: a.version, fencingToken: a.fencingToken }, options(ctx));
   return { data: issueJson(present(result.task)), meta: { changedFields: result.changedFields } };
+}
+
+const updateIssueStatus: ToolHandler = (a, ctx) => patchIssue(ctx, a, { status: a.status });
+
+/** The fields update_issue may change (its other arguments say which task and under which guard). */
+const UPDATE_FIELDS = ['title', 'description', 'priority', 'labels', 'dueDate', 'estimate', 'milestoneId'] as const;
+
+const updateIssue: ToolHandler = (a, ctx) => {
+  const body: RestIssuePatch = Object.fromEntries(UPDATE_FIELDS.filter((f) => a[f] !== undefined).map((f) => [f, a[f]]));
+  if (a.assignedAgentId !== undefined) body.agent = { assignedAgentId: a.assignedAgentId };
+  // As the REST PATCH's body (minProperties 1): a call that names no field is a mistake, not a no-op.
+  if (Object.keys(body).length === 0) throw new ServiceError('invalid-input', `Name at least one field to change: ${[...UPDATE_FIELDS, 'assignedAgentId'].join(', ')}`);
+  return patchIssue(ctx, a, body);
 };
 
 const listIssueReminders: ToolHandler = async (a, ctx) => {
@@ -130,6 +141,7 @@ export const TOOL_HANDLERS: Readonly<Record<string, ToolHandler>> = {
   search_issues: searchIssues,
   create_issue: createIssue,
   update_issue_status: updateIssueStatus,
+  update_issue: updateIssue,
   list_issue_reminders: listIssueReminders,
   ...claimToolHandlers,
 };

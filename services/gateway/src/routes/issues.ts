@@ -2,7 +2,7 @@ import { ServiceError } from '@planning/errors';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { ok, page } from '../openapi.js';
-import { activitySchema, dependencyGraphSchema, issueDetailJson, issueDetailSchema, issueJson, issueSchema, activityJson, reminderItemJson } from './planning-json.js';
+import { activitySchema, dependencyGraphSchema, issueDetailJson, issueDetailSchema, issueJson, issueSchema, activityJson, reminderItemJson, safeActionSchema } from './planning-json.js';
 import {
   agentIdSchema,
   checksSchema,
@@ -147,10 +147,7 @@ export const reminderItemSchema = {
     priority: { type: 'string' },
     dueDate: { type: ['string', 'null'] },
     reminders: { type: 'array', items: { type: 'object', required: ['kind', 'message'], properties: { kind: { type: 'string' }, message: { type: 'string' } } } },
-    safeNextActions: {
-      type: 'array',
-      items: { type: 'object', required: ['action', 'description'], properties: { action: { type: 'string' }, description: { type: 'string' } } },
-    },
+    safeNextActions: { type: 'array', items: safeActionSchema },
   },
 } as const;
 

@@ -300,7 +300,8 @@ export const initiativeSchema = obj({
 });
 
 const reminderSchema = obj({ kind: { type: 'string', enum: ['overdue', 'stale-update', 'missing-time', 'missing-dates'] }, message: str });
-const safeActionSchema = obj({ action: str, description: str });
+/** A safe next action as REST words it: an id and a sentence naming the REST call (MCP names the tool instead). */
+export const safeActionSchema = obj({ action: str, description: str });
 
 export const taskHealthSchema = obj({
   blocksAgentClaim: { type: 'boolean' },
