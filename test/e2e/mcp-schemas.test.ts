@@ -98,7 +98,7 @@ describe('mcp output schemas (all-in-one)', () => {
       dueDate: '2020-01-01',
       estimate: 3,
       acceptanceChecks: [{ title: 'Check' }],
-      agent: { instructions: { objective: 'o', expectedOutput: 'e', verification: ['v'], constraints: null } },
+      agent: { instructions: { objective: 'o', expectedOutput: 'e', verification: ['v'], constraints: ['c'] } },
     });
     const first = created.data.id as string;
     await tool('create_task', { projectId, title: 'Bare', dependencies: [first] });

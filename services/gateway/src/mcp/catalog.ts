@@ -343,7 +343,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'claim_work',
     title: 'Claim work',
     description:
-      'Claim a ready task when you hold none: it moves to in-progress, one agent run is metered, you get a lease (expiresAt) and fencingToken. Pass idempotencyKey to retry safely.',
+      'Call when you hold no claim, for a ready task: it moves to in-progress, one agent run is metered, you get a lease (expiresAt) and fencingToken. Pass idempotencyKey to retry safely.',
     inputSchema: args({ issueId, idempotencyKey: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' } }, ['issueId']),
     outputSchema: toolOutputSchema(claimWorkResponse),
     annotations: CLAIM,
