@@ -33,6 +33,16 @@ export interface IndexSpec {
    * seconds. Housekeeping only: correctness never depends on when expiry runs.
    */
   expireAfterSeconds?: number;
+  /**
+   * A substring index: it serves literal text conditions on the **last** key, a string field
+   * (`{ field: { $regex: escapeRegExp(text) } }`, case-sensitive, no `i` flag). The earlier keys
+   * are equality prefixes the condition usually comes with (`{ workspaceId: 1, searchText: 1 }`).
+   * The embedded adapter keeps a trigram full-text index (SQLite FTS5) of the field, updated in the
+   * same transaction as the document, and uses it for text of three or more characters; MongoDB
+   * gets a regular index on the keys, whose keys the server scans for the regular expression.
+   * Not combinable with `unique`, `partialFilterExpression` or `expireAfterSeconds`.
+   */
+  substring?: boolean;
 }
 
 /**

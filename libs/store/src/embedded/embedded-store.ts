@@ -27,14 +27,14 @@ import {
   type UpdateResult,
 } from '../port.js';
 import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
-import { compileFilter, dateRangeUpTo } from './filter.js';
+import { compileFilter, dateRangeUpTo } from '../document/filter.js';
 import { ID_INDEX, IndexState, normalizeIndexSpec, sameIndexSpec, toIndexSpec, type IndexEntry, type IndexKeys } from './index-state.js';
-import { compileProjection } from './paths.js';
+import { compileProjection } from '../document/paths.js';
 import { Persistence, type JournalOp, type LoadedState } from './persistence.js';
 import { compileSort, execute, sortBy, type QueryExplain, type Rec } from './planner.js';
 import { SortedList } from './sorted-list.js';
-import { applyUpdate, compileUpdate, upsertSeed } from './update.js';
-import { cloneValue, isPlainObject, normalizeValue } from './values.js';
+import { applyUpdate, compileUpdate, upsertSeed } from '../document/update.js';
+import { cloneValue, isPlainObject, normalizeValue } from '../document/values.js';
 
 export type { QueryExplain } from './planner.js';
 

@@ -3,10 +3,10 @@
  * used for uniqueness checks, candidate lookup and ordered walks.
  */
 import type { Filter, IndexSpec } from '../port.js';
-import { compileFilter, type FieldCondition, type Matcher } from './filter.js';
-import { assertPath, pathValues, splitPath } from './paths.js';
+import { compileFilter, type FieldCondition, type Matcher } from '../document/filter.js';
+import { assertPath, pathValues, splitPath } from '../document/paths.js';
 import { SortedList, type Cursor } from './sorted-list.js';
-import { compareIds, compareValues, isPlainObject, typeRank } from './values.js';
+import { compareIds, compareValues, isPlainObject, typeRank } from '../document/values.js';
 
 type Doc = Record<string, unknown>;
 

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { IndexSpec } from '../port.js';
-import { isPlainObject } from './values.js';
+import { isPlainObject } from '../document/values.js';
 
 type Doc = Record<string, unknown>;
 

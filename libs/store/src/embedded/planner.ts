@@ -7,10 +7,10 @@
  * index only ever narrows the work, never the semantics.
  */
 import type { Filter } from '../port.js';
-import { extractConditions, impliesPartial, literalConditions, type Matcher } from './filter.js';
+import { extractConditions, impliesPartial, literalConditions, type Matcher } from '../document/filter.js';
 import type { IndexEntry, IndexState, Range } from './index-state.js';
-import { assertPath, sortValue, splitPath } from './paths.js';
-import { compareIds, compareValues, isPlainObject } from './values.js';
+import { assertPath, sortValue, splitPath } from '../document/paths.js';
+import { compareIds, compareValues, isPlainObject } from '../document/values.js';
 
 type Doc = Record<string, unknown>;
 

@@ -2,7 +2,7 @@ import { Query } from 'mingo';
 import { describe, expect, it } from 'vitest';
 import { escapeRegExp } from '../regex.js';
 import { createEmbeddedStore } from './embedded-store.js';
-import { compileFilter, literalConditions, literalOfRegex } from './filter.js';
+import { compileFilter, literalConditions, literalOfRegex } from '../document/filter.js';
 
 /** A small seeded generator so failures reproduce. */
 function random(seed: number): () => number {

@@ -107,6 +107,10 @@ function defined<T extends Record<string, unknown>>(options: T): T {
   return options;
 }
 
+/**
+ * A `substring` index becomes a regular index on its keys: the server tests a literal regular
+ * expression on the index keys of the equality prefix's range without fetching documents.
+ */
 function toIndexDescription(spec: IndexSpec): IndexDescription {
   const out: IndexDescription = { key: spec.keys, name: spec.name };
   if (spec.unique !== undefined) out.unique = spec.unique;

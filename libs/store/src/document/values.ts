@@ -112,7 +112,29 @@ export function typeRank(value: unknown): number {
 }
 
 function cmpPrimitive(a: number | string | boolean, b: number | string | boolean): number {
+  if (typeof a === 'string' && typeof b === 'string') return compareStrings(a, b);
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * Strings in code point order, which is UTF-8 byte order: what MongoDB, SQLite and index keys
+ * use. JavaScript's `<` compares UTF-16 units, which differs only where a surrogate pair meets a
+ * character from U+E000 to U+FFFF.
+ */
+export function compareStrings(a: string, b: string): number {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i);
+    let y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (x >= 0xd800 && y >= 0xd800) {
+      x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
+      y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
+    }
+    return x < y ? -1 : 1;
+  }
+  return a.length < b.length ? -1 : 1;
 }
 
 function cmpNumber(a: number, b: number): number {
@@ -129,7 +151,7 @@ export function compareValues(a: unknown, b: unknown): number {
   // Fast paths for the common same-type cases (index maintenance compares a lot).
   const ta = typeof a;
   if (ta === typeof b) {
-    if (ta === 'string') return (a as string) < (b as string) ? -1 : 1;
+    if (ta === 'string') return compareStrings(a as string, b as string);
     if (ta === 'number' && a === a && b === b) return (a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0;
     if (a instanceof Date && b instanceof Date) return cmpNumber(a.getTime(), b.getTime());
   }
@@ -185,5 +207,5 @@ export function valuesEqual(a: unknown, b: unknown): boolean {
 }
 
 export function compareIds(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
+  return compareStrings(a, b);
 }

@@ -1,0 +1,388 @@
+/**
+ * Query planning for the SQLite adapter. A query becomes one SQL statement that narrows the
+ * documents through an access path and filters them with the filter's SQL form (`sql-filter.ts`):
+ *
+ * - `IDHACK`: `_id` equality or `$in` (the table's `_id` index);
+ * - `IXSCAN`: an index table of the port's index (equality or `$in` on its leading keys, then an
+ *   optional range on the next key; walked in the requested order when its keys give that order,
+ *   so the walk stops after a page);
+ * - `FTS`: a substring index's trigram table for a literal text condition of three or more
+ *   characters (candidates, then the exact test);
+ * - `COLLSCAN`: every document.
+ *
+ * The planner picks the path from what it can know cheaply: an index that decides the whole
+ * filter in the requested order wins at once; otherwise counts of the candidate ranges (bounded
+ * to what the decision needs) and, for text, the document count of the literal's rarest trigram
+ * (from the full-text index's vocabulary) decide between an ordered walk and fetching the few
+ * matches and sorting them.
+ */
+import type { Filter } from '../port.js';
+import { extractConditions, impliesPartial, literalConditions, type FieldCondition } from '../document/filter.js';
+import { encodeKey, KEY_BRACKETS } from '../document/keys.js';
+import type { SortKey } from './sort.js';
+import { Params, translateFilter } from './sql-filter.js';
+
+export interface PlannerIndex {
+  readonly name: string;
+  readonly fields: readonly string[];
+  readonly dirs: readonly (1 | -1)[];
+  readonly unique: boolean;
+  readonly multikey: boolean;
+  readonly partialFilterExpression: Filter | undefined;
+  /** SQL name of the index table. */
+  readonly table: string;
+}
+
+export interface PlannerText {
+  readonly name: string;
+  /** The indexed field (the substring index's last key). */
+  readonly field: string;
+  /** SQL name of the FTS5 table. */
+  readonly table: string;
+}
+
+export interface PlannerCollection {
+  /** SQL name of the documents table. */
+  readonly table: string;
+  readonly indexes: readonly PlannerIndex[];
+  readonly texts: readonly PlannerText[];
+  /** About how many documents the collection holds. */
+  docCount(): number;
+  /** How many documents hold the trigram (an upper bound on a text's matches). */
+  trigramDocs(text: PlannerText, trigram: string): number;
+  /** Runs a `count(*) AS n` statement. */
+  countRows(sql: string, params: Record<string, unknown>): number;
+}
+
+export interface PlanRequest {
+  filter: Filter;
+  sort: readonly SortKey[] | undefined;
+  /** `skip + limit` (Infinity: all). */
+  want: number;
+  countOnly: boolean;
+  /** The statement leaves out documents with these ids (a transaction's own versions replace them). */
+  excludeIds: boolean;
+}
+
+export interface Plan {
+  kind: 'IDHACK' | 'IXSCAN' | 'FTS' | 'COLLSCAN';
+  index?: string;
+  /** Rows come out in the requested order (a sort-less query is always "in order"). */
+  ordered: boolean;
+  /** The same document may come out more than once (an index with array values). */
+  duplicates: boolean;
+  /** The FROM clause's tables, with `c` the documents table (and `x` the index table). */
+  source: string;
+  /** Conditions of the access path (ANDed); parameters in `params`. */
+  where: string[];
+  /** `ORDER BY ...` or ''. */
+  orderBy: string;
+  /** The filter's SQL form over `c.doc`: 1, 0 or NULL (decide in JS). */
+  residual: string;
+  params: Params;
+  /** The index alone decides the whole filter (no residual), for index-only counts. */
+  covered: boolean;
+  /** For an index-only count: `index AS x WHERE ...` without the documents table. */
+  indexOnlyFrom?: string;
+}
+
+/** Upper bound on point lookups built from `$in` lists before the prefix stops growing. */
+const MAX_POINTS = 1000;
+
+/**
+ * Relative cost of a full-text candidate against an index entry walked in order: the candidates
+ * must all be read and sorted before the first page is known.
+ */
+const TEXT_CANDIDATE_COST = 4;
+
+interface IndexCandidate {
+  idx: PlannerIndex;
+  /** Per leading key, the values it must equal (encoded). */
+  points: Buffer[][];
+  prefix: number;
+  range: { lower?: { key: Buffer; inclusive: boolean }; upper?: { key: Buffer; inclusive: boolean }; bracket: readonly [number, number] } | undefined;
+  /** SQL ORDER BY over index columns that yields the requested order, if any. */
+  orderBy: string | undefined;
+  /** That order comes from walking the index (no sort step in SQLite). */
+  walk: boolean;
+  covered: boolean;
+}
+
+function isExactEquality(value: unknown): boolean {
+  if (value instanceof RegExp || Array.isArray(value)) return false;
+  if (value !== null && typeof value === 'object' && !(value instanceof Date)) {
+    const ops = Object.keys(value);
+    return ops.length === 1 && (ops[0] === '$eq' || ops[0] === '$in');
+  }
+  return true;
+}
+
+const col = (i: number): string => `x.k${i}`;
+
+/** Orders that a walk of the index (after its constant prefix) gives, forwards or backwards. */
+function indexOrder(idx: PlannerIndex, prefix: number, constant: ReadonlySet<string>, sort: readonly SortKey[]): { orderBy: string; walk: boolean } | undefined {
+  if (idx.multikey) return undefined;
+  // The requested order: sort keys without those fixed to one value, then `_id` in the direction
+  // of the last sort key (the tie order every plan gives).
+  const wanted: [string, 1 | -1][] = [];
+  for (const k of sort) {
+    if (constant.has(k.path)) continue;
+    wanted.push([k.path, k.dir]);
+    if (k.path === '_id') break;
+  }
+  if (wanted.at(-1)?.[0] !== '_id') wanted.push(['_id', sort[sort.length - 1]?.dir ?? 1]);
+  // Index columns after the prefix (constant ones drop out), then its `_id` column.
+  const columns: { field: string; sql: string; dir: 1 | -1 }[] = [];
+  for (let i = 0; i < idx.fields.length; i++) {
+    const field = idx.fields[i] as string;
+    if (i < prefix && constant.has(field)) continue;
+    columns.push({ field, sql: col(i), dir: idx.dirs[i] as 1 | -1 });
+  }
+  const idDir = idx.dirs[idx.dirs.length - 1] ?? 1;
+  if (!idx.unique) columns.push({ field: '_id', sql: 'x.id', dir: idDir });
+  // A unique index has one entry per key: ties cannot happen, the `_id` column is not needed.
+  const target = idx.unique && wanted.length === columns.length + 1 ? wanted.slice(0, -1) : wanted;
+  if (target.length !== columns.length) return undefined;
+  let relation = 0;
+  const parts: string[] = [];
+  for (let i = 0; i < target.length; i++) {
+    const [path, dir] = target[i] as [string, 1 | -1];
+    const c = columns[i] as { field: string; sql: string; dir: 1 | -1 };
+    if (c.field !== path) return undefined;
+    const r = c.dir === dir ? 1 : -1;
+    if (relation === 0) relation = r;
+    else if (relation !== r) return undefined;
+    parts.push(`${c.sql} ${dir === 1 ? 'ASC' : 'DESC'}`);
+  }
+  // Several points of an `$in` before the sort keys: SQLite sorts the runs (still exact, no early stop).
+  const walk = idx.fields.slice(0, prefix).every((f) => constant.has(f));
+  return { orderBy: `ORDER BY ${parts.join(', ')}`, walk };
+}
+
+function candidate(idx: PlannerIndex, conds: Map<string, FieldCondition>, req: PlanRequest): IndexCandidate | undefined {
+  if (idx.partialFilterExpression !== undefined && !impliesPartial(req.filter, idx.partialFilterExpression)) return undefined;
+  const points: Buffer[][] = [];
+  const constant = new Set<string>();
+  let combos = 1;
+  let prefix = 0;
+  while (prefix < idx.fields.length) {
+    const field = idx.fields[prefix] as string;
+    const cond = conds.get(field);
+    if (!cond?.eq) break;
+    const keys = dedupeKeys(cond.eq.map(encodeKey));
+    if (combos * keys.length > MAX_POINTS) break;
+    combos *= keys.length;
+    points.push(keys);
+    if (keys.length === 1) constant.add(field);
+    prefix++;
+  }
+  let range: IndexCandidate['range'];
+  const next = idx.fields[prefix];
+  const r = next !== undefined && !idx.multikey ? conds.get(next)?.range : undefined;
+  if (r) {
+    const bracket = r.rank === 2 ? KEY_BRACKETS.number : r.rank === 3 ? KEY_BRACKETS.string : r.rank === 9 ? KEY_BRACKETS.date : undefined;
+    if (bracket) {
+      range = { bracket };
+      if (r.lower) range.lower = { key: encodeKey(r.lower.value), inclusive: r.lower.inclusive };
+      if (r.upper) range.upper = { key: encodeKey(r.upper.value), inclusive: r.upper.inclusive };
+    }
+  }
+  const order = req.sort ? indexOrder(idx, prefix, constant, req.sort) : undefined;
+  if (prefix === 0 && !range && !order) return undefined;
+  const covered =
+    !idx.multikey &&
+    range === undefined &&
+    Object.entries(req.filter).every(([key, value]) => idx.fields.slice(0, prefix).includes(key) && isExactEquality(value));
+  return { idx, points, prefix, range, orderBy: order?.orderBy, walk: order?.walk ?? false, covered };
+}
+
+function dedupeKeys(keys: Buffer[]): Buffer[] {
+  const sorted = keys.sort(Buffer.compare);
+  return sorted.filter((k, i) => i === 0 || !k.equals(sorted[i - 1] as Buffer));
+}
+
+/** `x.k0 = @a AND x.k1 IN (...) AND x.k2 > @lo ...` for an index candidate. */
+function indexWhere(c: IndexCandidate, p: Params): string[] {
+  const where: string[] = [];
+  c.points.forEach((keys, i) => {
+    where.push(keys.length === 1 ? `${col(i)} = ${p.add(keys[0])}` : `${col(i)} IN (${keys.map((k) => p.add(k)).join(', ')})`);
+  });
+  if (c.range) {
+    const k = col(c.prefix);
+    const { lower, upper, bracket } = c.range;
+    where.push(lower ? `${k} ${lower.inclusive ? '>=' : '>'} ${p.add(lower.key)}` : `${k} >= ${p.add(Buffer.from([bracket[0]]))}`);
+    where.push(upper ? `${k} ${upper.inclusive ? '<=' : '<'} ${p.add(upper.key)}` : `${k} < ${p.add(Buffer.from([bracket[1]]))}`);
+  }
+  return where;
+}
+
+/** Trigrams of a literal, by code point (the FTS5 trigram tokenizer's unit). */
+export function trigrams(literal: string): string[] {
+  const cps = Array.from(literal);
+  const out: string[] = [];
+  for (let i = 0; i + 3 <= cps.length; i++) {
+    const t = cps.slice(i, i + 3).join('');
+    // Lone surrogates and NUL do not survive the trip into SQLite unchanged: leave them out
+    // (fewer trigrams only widen the candidates; the exact test decides).
+    if (/[\0\uD800-\uDFFF]/.test(t) && !/[\uD800-\uDBFF][\uDC00-\uDFFF]/.test(t)) continue;
+    if (!out.includes(t)) out.push(t);
+  }
+  return out;
+}
+
+/** FTS5 query: the rarest trigrams as quoted terms joined by AND (a superset of the matches). */
+function ftsQuery(terms: readonly string[]): string {
+  return terms.map((t) => `"${t.replace(/"/g, '""')}"`).join(' AND ');
+}
+
+interface TextCandidate {
+  text: PlannerText;
+  terms: string[];
+  estimate: number;
+}
+
+function textCandidate(coll: PlannerCollection, filter: Filter): TextCandidate | undefined {
+  if (coll.texts.length === 0) return undefined;
+  let best: TextCandidate | undefined;
+  for (const { field, literal } of literalConditions(filter)) {
+    const text = coll.texts.find((t) => t.field === field);
+    if (!text) continue;
+    const grams = trigrams(literal);
+    if (grams.length === 0) continue;
+    const counted = grams.map((t) => ({ t, n: coll.trigramDocs(text, t) })).sort((a, b) => a.n - b.n);
+    // The two rarest trigrams narrow as well as all of them, for far fewer doclists to read.
+    const terms = counted.slice(0, 2).map((c) => c.t);
+    const estimate = counted[0]?.n ?? 0;
+    if (!best || estimate < best.estimate) best = { text, terms, estimate };
+  }
+  return best;
+}
+
+export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
+  const p = new Params();
+  const { sargable, residual } = translateFilter(req.filter, p);
+  const base = (): string[] => [...sargable, ...(req.excludeIds ? ['c.id NOT IN (SELECT value FROM json_each(@exclude))'] : [])];
+  const finish = (kind: Plan['kind'], source: string, where: string[], extra: Partial<Plan> = {}): Plan => ({
+    kind,
+    ordered: req.sort === undefined,
+    duplicates: false,
+    source,
+    where,
+    orderBy: '',
+    residual,
+    params: p,
+    covered: false,
+    ...extra,
+  });
+  const docs = `${coll.table} AS c`;
+  if (sargable.length > 0) return finish('IDHACK', docs, base());
+
+  const conds = extractConditions(req.filter);
+  const candidates: IndexCandidate[] = [];
+  for (const idx of coll.indexes) {
+    const c = candidate(idx, conds, req);
+    if (c) candidates.push(c);
+  }
+  const text = req.countOnly && candidates.some((c) => c.covered) ? undefined : textCandidate(coll, req.filter);
+  const inOrder = (c: IndexCandidate): boolean => req.sort === undefined || c.orderBy !== undefined;
+
+  const chosen = choose(coll, req, candidates, text);
+  if (chosen === 'text' && text) {
+    const where = [`c.rid IN (SELECT rowid FROM ${text.text.table} WHERE ${text.text.table} MATCH ${p.add(ftsQuery(text.terms))})`, ...base()];
+    return { ...finish('FTS', docs, where), index: text.text.name };
+  }
+  if (chosen === undefined || chosen === 'text') return finish('COLLSCAN', docs, base());
+  const where = indexWhere(chosen, p);
+  const plan: Plan = {
+    ...finish('IXSCAN', `${chosen.idx.table} AS x CROSS JOIN ${docs} ON c.rid = x.rid`, [...where, ...base()]),
+    index: chosen.idx.name,
+    ordered: inOrder(chosen),
+    orderBy: req.sort && chosen.orderBy ? chosen.orderBy : '',
+    duplicates: chosen.idx.multikey,
+    covered: chosen.covered,
+  };
+  if (chosen.covered && !req.excludeIds) plan.indexOnlyFrom = `${chosen.idx.table} AS x${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
+  return plan;
+}
+
+function choose(
+  coll: PlannerCollection,
+  req: PlanRequest,
+  candidates: IndexCandidate[],
+  text: TextCandidate | undefined,
+): IndexCandidate | 'text' | undefined {
+  const longest = (list: IndexCandidate[]): IndexCandidate | undefined =>
+    list.reduce<IndexCandidate | undefined>((best, c) => {
+      if (!best) return c;
+      const rank = (x: IndexCandidate): number[] => [x.covered ? 1 : 0, x.walk ? 1 : 0, x.prefix, x.range ? 1 : 0];
+      const a = rank(c);
+      const b = rank(best);
+      for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return (a[i] as number) > (b[i] as number) ? c : best;
+      return best;
+    }, undefined);
+  const inOrder = (c: IndexCandidate): boolean => req.sort === undefined || c.orderBy !== undefined;
+
+  // An index that decides the whole filter in the requested order: nothing can beat it.
+  const perfect = longest(candidates.filter((c) => c.covered && (inOrder(c) && (req.sort === undefined || c.walk))));
+  if (perfect && !text) return perfect;
+  if (candidates.length === 0 && !text) return undefined;
+
+  const n = Math.max(1, coll.docCount());
+  const counts = new Map<string, number>();
+  const countOf = (c: IndexCandidate, cap: number): number => {
+    const key = `${c.idx.table}|${c.points.map((k) => k.map((b) => b.toString('hex')).join(',')).join('|')}|${c.range ? JSON.stringify(c.range) : ''}`;
+    const known = counts.get(key);
+    if (known !== undefined) return known;
+    const q = new Params();
+    const where = indexWhere(c, q);
+    const sql = `SELECT count(*) AS n FROM (SELECT 1 FROM ${c.idx.table} AS x${where.length ? ` WHERE ${where.join(' AND ')}` : ''} LIMIT ${q.add(cap)})`;
+    const got = coll.countRows(sql, q.values);
+    counts.set(key, got);
+    return got;
+  };
+
+  if (!Number.isFinite(req.want) || req.countOnly) return smallest(candidates, countOf, text);
+  const walks = candidates.filter(inOrder);
+  const bestWalk = perfect ?? longest(walks.filter((c) => c.walk || req.sort === undefined)) ?? longest(walks);
+  if (!bestWalk) return smallest(candidates, countOf, text);
+  // A walk in order stops after `want` matches: about want × n / matches entries. Reading all
+  // matches of a narrower range (or the full-text candidates) and sorting them costs about their
+  // count each (times `cost`): that wins while count × cost < want × n / count.
+  const budget = (cost: number): number => Math.ceil(Math.sqrt((req.want * n) / cost));
+  let best: IndexCandidate | 'text' = bestWalk;
+  let bestCost = Infinity;
+  if (text && text.estimate < budget(TEXT_CANDIDATE_COST)) {
+    best = 'text';
+    bestCost = text.estimate * TEXT_CANDIDATE_COST;
+  }
+  const cap = budget(1);
+  for (const c of candidates) {
+    if (c === bestWalk || (inOrder(c) && c.walk)) continue;
+    const count = countOf(c, cap + 1);
+    if (count <= cap && count < bestCost) {
+      best = c;
+      bestCost = count;
+    }
+  }
+  return best;
+}
+
+/** Every match is read: the plan with the fewest candidates (counted up to the best so far). */
+function smallest(
+  candidates: IndexCandidate[],
+  countOf: (c: IndexCandidate, cap: number) => number,
+  text: TextCandidate | undefined,
+): IndexCandidate | 'text' | undefined {
+  let best: IndexCandidate | 'text' | undefined = text ? 'text' : undefined;
+  let bestCount = text ? text.estimate * 2 : Infinity;
+  const ordered = [...candidates].sort((a, b) => Number(b.covered) - Number(a.covered) || b.prefix - a.prefix);
+  for (const c of ordered) {
+    const cap = Number.isFinite(bestCount) ? bestCount : 1_000_000_000;
+    const count = countOf(c, cap + 1);
+    if (count < bestCount || (count === bestCount && best !== undefined && best !== 'text' && c.covered && !best.covered)) {
+      best = c;
+      bestCount = count;
+    }
+  }
+  return best;
+}

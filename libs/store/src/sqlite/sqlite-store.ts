@@ -1,0 +1,1234 @@
+/**
+ * The embedded document store on SQLite (better-sqlite3): one table per collection holding each
+ * document as JSON (SQLite's binary JSONB), one index table per port index (keys encoded so that
+ * byte order is MongoDB's order; unique indexes are primary keys over those bytes), a trigram
+ * FTS5 table per substring index, all kept in step inside the same SQLite transaction.
+ *
+ * better-sqlite3 is synchronous: every operation runs from its first read to its last write
+ * without yielding, so on the one JavaScript thread it is atomic towards every other operation
+ * (what the repositories' find-and-modify races rely on). Transactions are optimistic, as in
+ * MongoDB: writes are buffered per transaction and applied at commit in one SQLite transaction,
+ * after checking that no document the transaction read or wrote changed meanwhile (first
+ * committer wins). Operations resolve only once their commit is on disk (`durability.ts`).
+ */
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { encodeJson, decodeJson } from '../document/codec.js';
+import { compileFilter, type Matcher } from '../document/filter.js';
+import { ID_INDEX, normalizeIndexSpec, sameIndexSpec, toIndexSpec, type NormalizedIndexSpec } from '../document/index-spec.js';
+import { encodeKey } from '../document/keys.js';
+import { compileProjection, pathValues, splitPath } from '../document/paths.js';
+import { applyUpdate, compileUpdate, upsertSeed } from '../document/update.js';
+import { isPlainObject, normalizeValue } from '../document/values.js';
+import {
+  DuplicateKeyError,
+  TransactionConflictError,
+  type Collection,
+  type DeleteResult,
+  type DocumentStore,
+  type Filter,
+  type FindOneAndUpdateOptions,
+  type FindOneOptions,
+  type FindOptions,
+  type IndexSpec,
+  type SessionOption,
+  type SortSpec,
+  type StoreSession,
+  type StoredDocument,
+  type Update,
+  type UpdateOptions,
+  type UpdateResult,
+} from '../port.js';
+import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
+import { Durability, syncDirectory } from './durability.js';
+import { plan, type Plan, type PlannerCollection, type PlannerIndex, type PlannerText } from './planner.js';
+import { compileSort, keyed, topK, type Keyed, type SortKey } from './sort.js';
+import { addressable, jsonPathSql } from './sql-filter.js';
+
+type Doc = Record<string, unknown>;
+type Statement = Database.Statement;
+
+export const MEMORY = ':memory:';
+
+export interface SqliteStoreOptions {
+  /** The database file, or `:memory:` (tests: the data lives as long as the store). */
+  path: string;
+  /** Time source for TTL expiry (default: the system clock). */
+  clock?: () => Date;
+  /** How often expired documents are removed (default 60 000 ms, like MongoDB's TTL monitor). */
+  expirySweepMs?: number;
+  /** SQLite page cache per store in KiB (default 16 384: 16 MiB). */
+  cacheKiB?: number;
+}
+
+export interface QueryExplain {
+  /** `IDHACK`: `_id` lookups; `IXSCAN`: an index table; `FTS`: a substring index; `COLLSCAN`: every document. */
+  plan: 'IDHACK' | 'IXSCAN' | 'FTS' | 'COLLSCAN';
+  index?: string;
+  /** The statement that ran (its first phase, when the result was sorted here). */
+  sql: string;
+  /** Rows SQLite handed over (documents that passed the filter's SQL form, or could not be decided there). */
+  docsExamined: number;
+  /** Of those, how many SQL could not decide (evaluated by mingo). */
+  docsEvaluated: number;
+  nReturned: number;
+  /** Sorted after reading the matches rather than read in order. */
+  inMemorySort: boolean;
+}
+
+export interface SqliteCollection<T extends StoredDocument = StoredDocument> extends Collection<T> {
+  /** Runs the query like `find` and reports how it ran (tests and diagnostics). */
+  explain(filter: Filter, options?: FindOptions): Promise<QueryExplain>;
+}
+
+/**
+ * A transaction begun without a function (`withTransaction` is built on it), for callers that
+ * map a client's start/commit/abort onto the store.
+ */
+export interface StoreTransaction {
+  readonly session: StoreSession;
+  readonly state: 'active' | 'committed' | 'aborted';
+  /** Validates and applies every buffered write at once; throws TransactionConflictError or DuplicateKeyError (the transaction has ended either way). */
+  commit(): Promise<void>;
+  abort(): void;
+}
+
+export interface SqliteDocumentStore extends DocumentStore {
+  readonly kind: 'sqlite';
+  /** The database file, or `:memory:`. */
+  readonly path: string;
+  collection<T extends StoredDocument = StoredDocument>(name: string): SqliteCollection<T>;
+  /** Starts a transaction without running it. No retries: on TransactionConflictError, begin again. */
+  beginTransaction(): StoreTransaction;
+  /** Removes documents whose TTL has passed, now; returns how many. The sweep timer calls this. */
+  sweepExpired(): Promise<number>;
+}
+
+const DEFAULT_SWEEP_MS = 60_000;
+/** Versions reserved per write of the reservation (one catalog write per this many document writes). */
+const VERSION_BLOCK = 10_000;
+/** Prepared statements kept per store (per shape of filter and sort). */
+const STATEMENT_CACHE = 1_000;
+/** Expired documents removed per sweep transaction. */
+const SWEEP_BATCH = 1_000;
+
+interface Row {
+  rid: number;
+  v: number;
+  doc: Doc;
+}
+
+interface IndexState extends PlannerIndex {
+  readonly no: number;
+  readonly spec: NormalizedIndexSpec;
+  readonly segs: readonly string[][];
+  readonly partial: Matcher | undefined;
+  multikey: boolean;
+  insert?: Statement;
+  remove?: Statement;
+  find?: Statement;
+}
+
+interface TextState extends PlannerText {
+  readonly no: number;
+  readonly spec: NormalizedIndexSpec;
+  readonly segs: readonly string[];
+  readonly vocab: string;
+  insert?: Statement;
+  remove?: Statement;
+  docs?: Statement;
+}
+
+class CollState implements PlannerCollection {
+  readonly indexes: IndexState[] = [];
+  readonly texts: TextState[] = [];
+  /** Documents held (kept up to date by writes; an estimate after a rolled-back write). */
+  docs: number | undefined;
+  byId?: Statement;
+  insertDoc?: Statement;
+  updateDoc?: Statement;
+  deleteDoc?: Statement;
+
+  constructor(
+    private readonly store: SqliteStore,
+    readonly no: number,
+    readonly name: string,
+  ) {}
+
+  get table(): string {
+    return `c_${this.no}`;
+  }
+
+  docCount(): number {
+    this.docs ??= (this.store.prepare(`SELECT count(*) AS n FROM ${this.table}`).get() as { n: number }).n;
+    return this.docs;
+  }
+
+  trigramDocs(text: PlannerText, trigram: string): number {
+    const t = text as TextState;
+    t.docs ??= this.store.prepare(`SELECT doc FROM ${t.vocab} WHERE term = ?`);
+    return (t.docs.get(trigram) as { doc: number } | undefined)?.doc ?? 0;
+  }
+
+  countRows(sql: string, params: Record<string, unknown>): number {
+    return (this.store.prepare(sql).get(params) as { n: number }).n;
+  }
+}
+
+interface TxnCollection {
+  /** The transaction's version of each document it wrote (`null`: deleted). */
+  readonly writes: Map<string, Doc | null>;
+  /** Committed version of each document when the transaction first read or wrote it (0: absent). */
+  readonly base: Map<string, number>;
+  /** Unique keys of the buffered documents, per index: key → `_id`. */
+  readonly uniq: Map<string, Map<string, string>>;
+}
+
+class Txn {
+  readonly session: StoreSession = Object.freeze({ id: randomUUID() });
+  state: 'active' | 'committed' | 'aborted' = 'active';
+  /** A conflict was already seen: the commit must fail even if `fn` swallowed the error. */
+  conflict = false;
+  readonly colls = new Map<string, TxnCollection>();
+
+  coll(name: string): TxnCollection {
+    let tc = this.colls.get(name);
+    if (!tc) {
+      tc = { writes: new Map(), base: new Map(), uniq: new Map() };
+      this.colls.set(name, tc);
+    }
+    return tc;
+  }
+}
+
+interface QueryOptions {
+  sort?: SortSpec;
+  skip?: number;
+  limit?: number;
+}
+
+interface WriteOutcome {
+  matched: number;
+  modified: number;
+  upsertedId?: string;
+  before?: Doc;
+  after?: Doc;
+}
+
+function assertOptions(options: unknown, allowed: readonly string[], method: string): void {
+  if (options === undefined) return;
+  if (!isPlainObject(options)) throw new TypeError(`${method}: options must be a plain object`);
+  for (const key of Object.keys(options)) {
+    if (!allowed.includes(key)) throw new TypeError(`${method}: unknown option '${key}' (allowed: ${allowed.join(', ')})`);
+  }
+}
+
+function countOption(value: unknown, name: string): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) throw new TypeError(`${name} must be a non-negative integer`);
+  return value;
+}
+
+function assertCollectionName(name: unknown): asserts name is string {
+  if (typeof name !== 'string' || name === '' || name.length > 200 || name.includes('$') || name.includes('\0') || name.startsWith('system.')) {
+    throw new TypeError(`invalid collection name '${String(name)}'`);
+  }
+}
+
+function normalizeDocument(doc: unknown): Doc {
+  if (!isPlainObject(doc)) throw new TypeError('document must be a plain object');
+  if (typeof doc._id !== 'string') throw new TypeError('document _id must be a string chosen by the application');
+  return normalizeValue(doc, '') as Doc;
+}
+
+function isConstraintError(err: unknown): boolean {
+  return err instanceof Database.SqliteError && err.code.startsWith('SQLITE_CONSTRAINT');
+}
+
+/** A document's entries in one index: their encoded keys, and whether an array supplied them. */
+interface IndexEntries {
+  keys: Buffer[][];
+  multikey: boolean;
+}
+
+const keyString = (key: readonly Buffer[]): string => key.map((b) => b.toString('hex')).join('.');
+
+function dedupe(values: unknown[]): Buffer[] {
+  const seen = new Map<string, Buffer>();
+  for (const v of values) {
+    const k = encodeKey(v);
+    seen.set(k.toString('hex'), k);
+  }
+  return [...seen.values()];
+}
+
+function entriesOf(idx: IndexState, doc: Doc | null): IndexEntries {
+  if (!doc || (idx.partial && !idx.partial(doc))) return { keys: [], multikey: false };
+  let multiField = -1;
+  const perField: Buffer[][] = [];
+  for (let i = 0; i < idx.segs.length; i++) {
+    const { values, viaArray } = pathValues(doc, idx.segs[i] as string[]);
+    if (viaArray) {
+      if (multiField !== -1) throw new TypeError(`cannot index parallel arrays [${idx.fields[multiField]}] [${idx.fields[i]}] (index ${idx.name})`);
+      multiField = i;
+    }
+    perField.push(values.length === 1 ? [encodeKey(values[0])] : dedupe(values));
+  }
+  if (multiField === -1) return { keys: [perField.map((v) => v[0] as Buffer)], multikey: false };
+  const keys = (perField[multiField] as Buffer[]).map((v) => perField.map((vals, i) => (i === multiField ? v : (vals[0] as Buffer))));
+  return { keys, multikey: true };
+}
+
+function textOf(t: TextState, doc: Doc | null): string | undefined {
+  if (!doc) return undefined;
+  const strings = pathValues(doc, t.segs).values.filter((v): v is string => typeof v === 'string');
+  // Joined: a trigram across two values only widens the candidates; the exact test decides.
+  return strings.length === 0 ? undefined : strings.join('\n');
+}
+
+class SqliteStore implements SqliteDocumentStore {
+  readonly kind = 'sqlite' as const;
+  readonly db: Database.Database;
+  private readonly statements = new Map<string, Statement>();
+  private readonly collections = new Map<string, CollState>();
+  private readonly handles = new Map<string, SqliteCollectionImpl<StoredDocument>>();
+  private readonly txns = new WeakMap<StoreSession, Txn>();
+  private readonly durability: Durability;
+  private readonly clock: () => Date;
+  private readonly sweepTimer: ReturnType<typeof setInterval>;
+  private version = 0;
+  private versionReserved = 0;
+  private closed = false;
+  /** A collection was created by the running write: undo it in memory if the write rolls back. */
+  private catalogChanged = false;
+
+  constructor(readonly path: string, options: SqliteStoreOptions) {
+    this.clock = options.clock ?? (() => new Date());
+    const sweepMs = options.expirySweepMs ?? DEFAULT_SWEEP_MS;
+    if (!Number.isFinite(sweepMs) || sweepMs <= 0) throw new TypeError('expirySweepMs must be a positive number');
+    const memory = path === MEMORY;
+    if (!memory) fs.mkdirSync(pathDir(path), { recursive: true });
+    const existed = !memory && fs.existsSync(path);
+    this.db = new Database(path, { timeout: 0 });
+    try {
+      if (!memory) {
+        // One process owns the file: a second one is refused at once rather than waiting on locks.
+        this.db.pragma('locking_mode = EXCLUSIVE');
+        const mode = this.db.pragma('journal_mode = WAL', { simple: true });
+        if (mode !== 'wal') throw new Error(`could not switch ${path} to WAL mode (got ${String(mode)})`);
+        this.db.pragma('synchronous = NORMAL');
+        this.db.pragma('wal_autocheckpoint = 4000');
+        this.db.pragma('journal_size_limit = 67108864');
+      }
+      this.db.pragma(`cache_size = -${options.cacheKiB ?? 16_384}`);
+      this.db.pragma('temp_store = MEMORY');
+      this.db.pragma('foreign_keys = OFF');
+      this.db.exec(`
+        CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS store_collections (no INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+        CREATE TABLE IF NOT EXISTS store_indexes (
+          coll INTEGER NOT NULL, no INTEGER NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL,
+          multikey INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (coll, name)) WITHOUT ROWID;
+      `);
+      const format = this.db.prepare("SELECT value FROM store_meta WHERE key = 'format'").get() as { value: number } | undefined;
+      if (format === undefined) this.db.prepare("INSERT INTO store_meta (key, value) VALUES ('format', 1)").run();
+      else if (format.value !== 1) throw new Error(`${path} is in store format ${format.value}; this version reads format 1`);
+      const reserved = this.db.prepare("SELECT value FROM store_meta WHERE key = 'version'").get() as { value: number } | undefined;
+      this.version = reserved?.value ?? 0;
+      this.versionReserved = this.version;
+      this.loadCatalog();
+    } catch (err) {
+      this.db.close();
+      throw err;
+    }
+    if (!memory && !existed) syncDirectory(pathDir(path));
+    this.durability = new Durability(memory ? undefined : `${path}-wal`);
+    this.sweepTimer = setInterval(() => {
+      this.sweepExpired().catch((err: unknown) => {
+        // Expiry is housekeeping; a failed sweep is retried on the next tick.
+        process.emitWarning(`store TTL sweep failed: ${(err as Error).message}`);
+      });
+    }, sweepMs);
+    this.sweepTimer.unref();
+  }
+
+  // ---- catalog -----------------------------------------------------------------------------
+
+  private loadCatalog(): void {
+    const colls = this.db.prepare('SELECT no, name FROM store_collections').all() as { no: number; name: string }[];
+    for (const { no, name } of colls) this.collections.set(name, new CollState(this, no, name));
+    const indexes = this.db.prepare('SELECT coll, no, spec, multikey FROM store_indexes ORDER BY coll, no').all() as {
+      coll: number;
+      no: number;
+      spec: string;
+      multikey: number;
+    }[];
+    const byNo = new Map([...this.collections.values()].map((c) => [c.no, c]));
+    for (const row of indexes) {
+      const c = byNo.get(row.coll);
+      if (!c) continue;
+      this.attachIndex(c, row.no, normalizeIndexSpec(decodeJson(row.spec) as IndexSpec), row.multikey === 1);
+    }
+  }
+
+  private attachIndex(c: CollState, no: number, spec: NormalizedIndexSpec, multikey: boolean): void {
+    if (spec.substring) {
+      const field = (spec.keys[spec.keys.length - 1] as [string, 1 | -1])[0];
+      c.texts.push({ no, spec, name: spec.name, field, segs: splitPath(field), table: `f_${c.no}_${no}`, vocab: `v_${c.no}_${no}` });
+      return;
+    }
+    c.indexes.push({
+      no,
+      spec,
+      name: spec.name,
+      fields: spec.keys.map(([f]) => f),
+      dirs: spec.keys.map(([, d]) => d),
+      segs: spec.keys.map(([f]) => splitPath(f)),
+      unique: spec.unique,
+      partialFilterExpression: spec.partialFilterExpression,
+      partial: spec.partialFilterExpression ? compileFilter(spec.partialFilterExpression) : undefined,
+      table: `i_${c.no}_${no}`,
+      multikey,
+    });
+  }
+
+  prepare(sql: string): Statement {
+    let stmt = this.statements.get(sql);
+    if (stmt) {
+      // Most recently used last: the oldest entry goes first when the cache is full.
+      this.statements.delete(sql);
+      this.statements.set(sql, stmt);
+      return stmt;
+    }
+    stmt = this.db.prepare(sql);
+    this.statements.set(sql, stmt);
+    if (this.statements.size > STATEMENT_CACHE) this.statements.delete(this.statements.keys().next().value as string);
+    return stmt;
+  }
+
+  state(name: string): CollState | undefined {
+    return this.collections.get(name);
+  }
+
+  /** The collection's state, creating its table first if needed (inside the caller's SQLite transaction). */
+  ensure(name: string): CollState {
+    const existing = this.collections.get(name);
+    if (existing) return existing;
+    const { no } = this.db.prepare('INSERT INTO store_collections (name) VALUES (?) RETURNING no').get(name) as { no: number };
+    const c = new CollState(this, no, name);
+    this.db.exec(`CREATE TABLE ${c.table} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, v INTEGER NOT NULL, doc BLOB NOT NULL)`);
+    c.docs = 0;
+    this.collections.set(name, c);
+    this.catalogChanged = true;
+    return c;
+  }
+
+  private nextVersion(): number {
+    if (this.version >= this.versionReserved) {
+      // Versions only ever grow: reserve a block in the catalog (same transaction as the write).
+      this.versionReserved = this.version + VERSION_BLOCK;
+      this.prepare("INSERT INTO store_meta (key, value) VALUES ('version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(this.versionReserved);
+    }
+    return ++this.version;
+  }
+
+  // ---- lifecycle ---------------------------------------------------------------------------
+
+  private assertUsable(): void {
+    if (this.closed) throw new Error('store is closed');
+    const failed = this.durability.failed;
+    if (failed) throw new Error(`store stopped: ${failed.message}`);
+  }
+
+  /** Runs `fn` in one SQLite write transaction; resolves once the commit is on disk. */
+  async write<R>(fn: () => R): Promise<R> {
+    this.assertUsable();
+    let result: R;
+    this.catalogChanged = false;
+    try {
+      result = this.db.transaction(fn).immediate();
+    } catch (err) {
+      if (this.catalogChanged) this.reloadCatalog();
+      throw err;
+    }
+    await this.durability.wait(this.durability.commit());
+    return result;
+  }
+
+  /**
+   * Runs `fn` and commits what it did even when it throws part-way (an ordered insert keeps the
+   * documents before a failure); rethrows after the commit is on disk.
+   */
+  async writePartial<R>(fn: () => R): Promise<R> {
+    let failure: { err: unknown } | undefined;
+    const result = await this.write(() => {
+      try {
+        return fn();
+      } catch (err) {
+        failure = { err };
+        return undefined;
+      }
+    });
+    if (failure) throw failure.err;
+    return result as R;
+  }
+
+  /** Runs a read; resolves once every commit it could have seen is on disk. */
+  async read<R>(fn: () => R): Promise<R> {
+    this.assertUsable();
+    const result = fn();
+    await this.durability.wait();
+    return result;
+  }
+
+  async ping(): Promise<void> {
+    this.assertUsable();
+    this.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.sweepTimer);
+    await this.durability.close();
+    this.statements.clear();
+    this.db.close();
+  }
+
+  // ---- collections -------------------------------------------------------------------------
+
+  collection<T extends StoredDocument = StoredDocument>(name: string): SqliteCollection<T> {
+    assertCollectionName(name);
+    let handle = this.handles.get(name);
+    if (!handle) {
+      handle = new SqliteCollectionImpl(this, name);
+      this.handles.set(name, handle);
+    }
+    return handle as unknown as SqliteCollection<T>;
+  }
+
+  txOf(options: SessionOption | undefined): Txn | undefined {
+    const session = options?.session;
+    if (session === undefined) return undefined;
+    const tx = this.txns.get(session);
+    if (!tx) throw new Error('unknown session: pass the session object given to withTransaction by this store');
+    if (tx.state !== 'active') throw new Error(`transaction ${session.id} has already ${tx.state === 'committed' ? 'committed' : 'ended'}`);
+    return tx;
+  }
+
+  // ---- reads -------------------------------------------------------------------------------
+
+  private rowById(c: CollState, id: string): Row | undefined {
+    c.byId ??= this.prepare(`SELECT rid, v, json(doc) AS doc FROM ${c.table} WHERE id = ?`);
+    const row = c.byId.get(id) as { rid: number; v: number; doc: string } | undefined;
+    return row ? { rid: row.rid, v: row.v, doc: decodeJson(row.doc) as Doc } : undefined;
+  }
+
+  private rowsByRid(c: CollState, rids: number[]): Map<number, Row> {
+    const out = new Map<number, Row>();
+    if (rids.length === 0) return out;
+    const stmt = this.prepare(`SELECT rid, v, json(doc) AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
+    for (const row of stmt.all(JSON.stringify(rids)) as { rid: number; v: number; doc: string }[]) {
+      out.set(row.rid, { rid: row.rid, v: row.v, doc: decodeJson(row.doc) as Doc });
+    }
+    return out;
+  }
+
+  /**
+   * Committed documents matching `filter`, in `sort` order, at most `want` of them; `exclude`:
+   * ids left out (a transaction's overlay).
+   */
+  select(c: CollState, filter: Filter, matcher: Matcher, sort: SortKey[] | undefined, want: number, exclude?: ReadonlySet<string>): { rows: Row[]; explain: QueryExplain } {
+    const p = plan(c, { filter, sort, want, countOnly: false, excludeIds: exclude !== undefined && exclude.size > 0 });
+    const params = this.paramsOf(p, exclude);
+    const where = [...p.where, `(${p.residual}) IS NOT 0`].join(' AND ');
+    const explain: QueryExplain = { plan: p.kind, sql: '', docsExamined: 0, docsEvaluated: 0, nReturned: 0, inMemorySort: sort !== undefined && !p.ordered };
+    if (p.index !== undefined) explain.index = p.index;
+    const seen = p.duplicates ? new Set<number>() : undefined;
+    const rows: Row[] = [];
+    if (p.ordered) {
+      const sql = `SELECT c.rid AS rid, c.v AS v, json(c.doc) AS doc, (${p.residual}) AS m FROM ${p.source} WHERE ${where} ${p.orderBy}`;
+      explain.sql = sql;
+      if (want > 0) {
+        for (const r of this.prepare(sql).iterate(params) as IterableIterator<{ rid: number; v: number; doc: string; m: number | null }>) {
+          if (seen) {
+            if (seen.has(r.rid)) continue;
+            seen.add(r.rid);
+          }
+          explain.docsExamined++;
+          const doc = decodeJson(r.doc) as Doc;
+          if (r.m !== 1) {
+            explain.docsEvaluated++;
+            if (!matcher(doc)) continue;
+          }
+          rows.push({ rid: r.rid, v: r.v, doc });
+          if (rows.length >= want) break;
+        }
+      }
+      return { rows, explain };
+    }
+    // Sorted here: read the sort values (not the documents) of every match, keep the first
+    // `want`, then fetch only those documents. Values SQL cannot hand over exactly (arrays,
+    // sub-documents, paths through arrays) and undecided matches need their documents.
+    const sortKeys = sort as SortKey[];
+    const columns = sortKeys.map((k, i) => {
+      if (k.path === '_id') return `'text' AS t${i}, c.id AS v${i}, NULL AS d${i}`;
+      if (!addressable(k.segs)) return `NULL AS t${i}, NULL AS v${i}, NULL AS d${i}, 1 AS x${i}`;
+      return `json_type(c.doc, ${jsonPathSql(k.segs)}) AS t${i}, json_extract(c.doc, ${jsonPathSql(k.segs)}) AS v${i}, json_extract(c.doc, ${jsonPathSql(k.segs, '$date')}) AS d${i}`;
+    });
+    const sql = `SELECT c.rid AS rid, c.id AS id, (${p.residual}) AS m, ${columns.join(', ')} FROM ${p.source} WHERE ${where}`;
+    explain.sql = sql;
+    const items: Keyed<number>[] = [];
+    const needDoc: number[] = [];
+    const pendingById = new Map<number, { id: string; m: number | null }>();
+    for (const r of this.prepare(sql).all(params) as Record<string, unknown>[]) {
+      const rid = r.rid as number;
+      if (seen) {
+        if (seen.has(rid)) continue;
+        seen.add(rid);
+      }
+      explain.docsExamined++;
+      const keys: unknown[] = [];
+      let exact = r.m === 1;
+      for (let i = 0; i < sortKeys.length && exact; i++) {
+        const t = r[`t${i}`] as string | null;
+        if (r[`x${i}`] === 1 || t === 'array' || (t === 'object' && r[`d${i}`] === null) || (t === null && (sortKeys[i] as SortKey).segs.length > 1)) {
+          exact = false;
+          break;
+        }
+        keys.push(t === null || t === 'null' ? null : t === 'true' ? true : t === 'false' ? false : t === 'object' ? new Date(r[`d${i}`] as number) : r[`v${i}`]);
+      }
+      if (exact) items.push({ item: rid, id: r.id as string, keys });
+      else {
+        needDoc.push(rid);
+        pendingById.set(rid, { id: r.id as string, m: r.m as number | null });
+      }
+    }
+    const fetched = this.rowsByRid(c, needDoc);
+    for (const rid of needDoc) {
+      const row = fetched.get(rid);
+      if (!row) continue;
+      if (pendingById.get(rid)?.m !== 1) {
+        explain.docsEvaluated++;
+        if (!matcher(row.doc)) continue;
+      }
+      items.push(keyed(rid, row.doc, sortKeys));
+    }
+    const top = topK(items, sortKeys, want);
+    const missing = top.map((t) => t.item).filter((rid) => !fetched.has(rid));
+    const more = this.rowsByRid(c, missing);
+    for (const t of top) {
+      const row = fetched.get(t.item) ?? more.get(t.item);
+      if (row) rows.push(row);
+    }
+    return { rows, explain };
+  }
+
+  private paramsOf(p: Plan, exclude?: ReadonlySet<string>): Record<string, unknown> {
+    const params = { ...p.params.values };
+    if (exclude !== undefined && exclude.size > 0) params.exclude = JSON.stringify([...exclude]);
+    return params;
+  }
+
+  countCommitted(c: CollState, filter: Filter, matcher: Matcher, exclude?: ReadonlySet<string>): number {
+    const p = plan(c, { filter, sort: undefined, want: Infinity, countOnly: true, excludeIds: exclude !== undefined && exclude.size > 0 });
+    const params = this.paramsOf(p, exclude);
+    if (p.indexOnlyFrom !== undefined && !p.duplicates) {
+      return (this.prepare(`SELECT count(*) AS n FROM ${p.indexOnlyFrom}`).get(params) as { n: number }).n;
+    }
+    const distinct = p.duplicates ? 'DISTINCT ' : '';
+    const sure = this.prepare(`SELECT count(${distinct}c.rid) AS n FROM ${p.source} WHERE ${[...p.where, `(${p.residual}) IS 1`].join(' AND ')}`).get(params) as { n: number };
+    let n = sure.n;
+    const unsure = this.prepare(`SELECT ${distinct}c.rid AS rid, json(c.doc) AS doc FROM ${p.source} WHERE ${[...p.where, `(${p.residual}) IS NULL`].join(' AND ')}`);
+    for (const r of unsure.iterate(params) as IterableIterator<{ doc: string }>) if (matcher(decodeJson(r.doc) as Doc)) n++;
+    return n;
+  }
+
+  query(name: string, filter: Filter, opts: QueryOptions, tx: Txn | undefined): { docs: Doc[]; explain: QueryExplain } {
+    const matcher = compileFilter(filter);
+    const sort = compileSort(opts.sort);
+    const skip = countOption(opts.skip, 'skip');
+    const limit = countOption(opts.limit, 'limit');
+    const want = limit > 0 ? skip + limit : Infinity;
+    const overlay = this.overlayOf(name, tx);
+    const c = this.state(name);
+    const exclude = overlay ? new Set(overlay.keys()) : undefined;
+    const selected = c ? this.select(c, filter, matcher, sort, want, exclude) : { rows: [], explain: emptyExplain(sort !== undefined) };
+    let items: { doc: Doc; v?: number }[] = selected.rows.map((r) => ({ doc: r.doc, v: r.v }));
+    if (overlay) {
+      for (const doc of overlay.values()) if (doc && matcher(doc)) items.push({ doc });
+      if (sort) items = topK(items.map((i) => keyed(i, i.doc, sort)), sort, Infinity).map((k) => k.item);
+    }
+    items = items.slice(skip, Number.isFinite(want) ? want : undefined);
+    if (tx) {
+      // Remember the version each returned document had: writing it later is checked against
+      // it, so a read-modify-write cannot overwrite a newer commit.
+      const tc = tx.coll(name);
+      for (const item of items) {
+        const id = item.doc._id as string;
+        if (item.v !== undefined && !tc.base.has(id)) tc.base.set(id, item.v);
+      }
+    }
+    selected.explain.nReturned = items.length;
+    return { docs: items.map((i) => i.doc), explain: selected.explain };
+  }
+
+  count(name: string, filter: Filter, tx: Txn | undefined): number {
+    const matcher = compileFilter(filter);
+    const overlay = this.overlayOf(name, tx);
+    const c = this.state(name);
+    let n = c ? this.countCommitted(c, filter, matcher, overlay ? new Set(overlay.keys()) : undefined) : 0;
+    if (overlay) for (const doc of overlay.values()) if (doc && matcher(doc)) n++;
+    return n;
+  }
+
+  private overlayOf(name: string, tx: Txn | undefined): Map<string, Doc | null> | undefined {
+    const tc = tx?.colls.get(name);
+    return tc && tc.writes.size > 0 ? tc.writes : undefined;
+  }
+
+  /** The document with `id` as `tx` sees it, and its committed row. */
+  private visible(name: string, id: string, tx: Txn | undefined): { doc: Doc | undefined; row: Row | undefined } {
+    const c = this.state(name);
+    const row = c ? this.rowById(c, id) : undefined;
+    const tc = tx?.colls.get(name);
+    if (tc?.writes.has(id)) return { doc: tc.writes.get(id) ?? undefined, row };
+    return { doc: row?.doc, row };
+  }
+
+  // ---- writes ------------------------------------------------------------------------------
+
+  /** Removes what the old version of a document contributes to indexes that change. */
+  private unindex(c: CollState, id: string, rid: number, before: Doc | null, after: Doc | null): void {
+    for (const idx of c.indexes) {
+      const old = entriesOf(idx, before);
+      if (old.keys.length === 0) continue;
+      const fresh = new Set(entriesOf(idx, after).keys.map(keyString));
+      idx.remove ??= this.prepare(`DELETE FROM ${idx.table} WHERE ${idx.fields.map((_, i) => `k${i} = ?`).join(' AND ')} AND id = ?`);
+      for (const key of old.keys) if (!fresh.has(keyString(key))) idx.remove.run(...key, id);
+    }
+    for (const t of c.texts) {
+      const old = textOf(t, before);
+      if (old === undefined || old === textOf(t, after)) continue;
+      t.remove ??= this.prepare(`DELETE FROM ${t.table} WHERE rowid = ?`);
+      t.remove.run(rid);
+    }
+  }
+
+  /**
+   * Writes the document's new version (or deletes it) and adds its new index entries. A unique
+   * index refuses a clash: DuplicateKeyError, and the caller's SQLite transaction undoes the rest.
+   */
+  private store(c: CollState, id: string, row: Row | undefined, before: Doc | null, after: Doc | null): void {
+    let rid = row?.rid;
+    if (after === null) {
+      if (rid === undefined) return;
+      c.deleteDoc ??= this.prepare(`DELETE FROM ${c.table} WHERE rid = ?`);
+      c.deleteDoc.run(rid);
+      if (c.docs !== undefined) c.docs--;
+      return;
+    }
+    const json = encodeJson(after);
+    if (rid === undefined) {
+      c.insertDoc ??= this.prepare(`INSERT INTO ${c.table} (id, v, doc) VALUES (?, ?, jsonb(?))`);
+      try {
+        rid = Number(c.insertDoc.run(id, this.nextVersion(), json).lastInsertRowid);
+      } catch (err) {
+        if (isConstraintError(err)) throw new DuplicateKeyError(ID_INDEX);
+        throw err;
+      }
+      if (c.docs !== undefined) c.docs++;
+    } else {
+      c.updateDoc ??= this.prepare(`UPDATE ${c.table} SET v = ?, doc = jsonb(?) WHERE rid = ?`);
+      c.updateDoc.run(this.nextVersion(), json, rid);
+    }
+    for (const idx of c.indexes) {
+      const fresh = entriesOf(idx, after);
+      if (fresh.keys.length === 0) continue;
+      const old = new Set(entriesOf(idx, before).keys.map(keyString));
+      idx.insert ??= this.prepare(`INSERT INTO ${idx.table} (${idx.fields.map((_, i) => `k${i}`).join(', ')}, id, rid) VALUES (${idx.fields.map(() => '?').join(', ')}, ?, ?)`);
+      for (const key of fresh.keys) {
+        if (old.has(keyString(key))) continue;
+        try {
+          idx.insert.run(...key, id, rid);
+        } catch (err) {
+          if (isConstraintError(err)) throw new DuplicateKeyError(idx.name);
+          throw err;
+        }
+      }
+      if (fresh.multikey && !idx.multikey) {
+        idx.multikey = true;
+        this.prepare('UPDATE store_indexes SET multikey = 1 WHERE coll = ? AND no = ?').run(c.no, idx.no);
+      }
+    }
+    for (const t of c.texts) {
+      const text = textOf(t, after);
+      if (text === undefined || text === textOf(t, before)) continue;
+      t.insert ??= this.prepare(`INSERT INTO ${t.table} (rowid, t) VALUES (?, ?)`);
+      t.insert.run(rid, text);
+    }
+  }
+
+  /** One document's change, directly (inside the operation's SQLite transaction). */
+  private put(c: CollState, id: string, row: Row | undefined, after: Doc | null): void {
+    const before = row?.doc ?? null;
+    if (row) this.unindex(c, id, row.rid, before, after);
+    this.store(c, id, row, before, after);
+  }
+
+  /** The one write primitive of operations: applies directly, or buffers into the transaction. */
+  private write1(name: string, id: string, row: Row | undefined, after: Doc | null, tx: Txn | undefined): void {
+    if (!tx) {
+      this.put(this.ensure(name), id, row, after);
+      return;
+    }
+    const tc = tx.coll(name);
+    const current = row?.v ?? 0;
+    const base = tc.base.get(id);
+    if (base === undefined) tc.base.set(id, current);
+    else if (base !== current) {
+      tx.conflict = true;
+      throw new TransactionConflictError(`transaction write conflict on ${name}/${id}: changed by another writer since this transaction read it`);
+    }
+    const c = this.state(name);
+    const previous = tc.writes.get(id);
+    if (c && after) {
+      for (const idx of c.indexes) {
+        if (!idx.unique) continue;
+        const own = tc.uniq.get(idx.name);
+        for (const key of entriesOf(idx, after).keys) {
+          idx.find ??= this.prepare(`SELECT id FROM ${idx.table} WHERE ${idx.fields.map((_, i) => `k${i} = ?`).join(' AND ')}`);
+          for (const { id: other } of idx.find.all(...key) as { id: string }[]) {
+            if (other !== id && !tc.writes.has(other)) throw new DuplicateKeyError(idx.name);
+          }
+          const holder = own?.get(keyString(key));
+          if (holder !== undefined && holder !== id) throw new DuplicateKeyError(idx.name);
+        }
+      }
+    }
+    if (c) {
+      for (const idx of c.indexes) {
+        if (!idx.unique) continue;
+        let own = tc.uniq.get(idx.name);
+        if (!own) {
+          own = new Map();
+          tc.uniq.set(idx.name, own);
+        }
+        if (previous) for (const key of entriesOf(idx, previous).keys) own.delete(keyString(key));
+        if (after) for (const key of entriesOf(idx, after).keys) own.set(keyString(key), id);
+      }
+    }
+    tc.writes.set(id, after);
+  }
+
+  private assertReadVersionCurrent(name: string, id: string, row: Row | undefined, tx: Txn): void {
+    const tc = tx.coll(name);
+    if (tc.writes.has(id)) return; // written before: checked at commit
+    const base = tc.base.get(id);
+    if (base !== undefined && base !== (row?.v ?? 0)) {
+      tx.conflict = true;
+      throw new TransactionConflictError(`transaction write conflict on ${name}/${id}: changed by another writer since this transaction read it`);
+    }
+  }
+
+  insert(name: string, input: unknown, tx: Txn | undefined): void {
+    const doc = normalizeDocument(input);
+    const id = doc._id as string;
+    const { doc: existing, row } = this.visible(name, id, tx);
+    if (existing) throw new DuplicateKeyError(ID_INDEX);
+    this.write1(name, id, row, doc, tx);
+  }
+
+  update(name: string, filter: Filter, update: Update, opts: { multi: boolean; upsert: boolean; sort?: SortSpec }, tx: Txn | undefined): WriteOutcome {
+    const compiled = compileUpdate(update);
+    const queryOpts: QueryOptions = { limit: opts.multi ? 0 : 1 };
+    if (opts.sort !== undefined) queryOpts.sort = opts.sort;
+    const { docs } = this.query(name, filter, queryOpts, tx);
+    if (docs.length === 0) {
+      if (!opts.upsert) return { matched: 0, modified: 0 };
+      const seed = upsertSeed(filter, compiled);
+      const { doc } = applyUpdate(seed, compiled, { insert: true, filter });
+      const id = doc._id as string;
+      const { doc: existing, row } = this.visible(name, id, tx);
+      if (existing) throw new DuplicateKeyError(ID_INDEX);
+      this.write1(name, id, row, doc, tx);
+      return { matched: 0, modified: 0, upsertedId: id, after: doc };
+    }
+    // Every new version first: a bad update (`$inc` on a string) then changes nothing.
+    const changes = docs.map((old) => ({ old, ...applyUpdate(old, compiled, { insert: false, filter }) }));
+    let modified = 0;
+    for (const change of changes) {
+      const id = change.old._id as string;
+      const c = this.state(name);
+      const row = c ? this.rowById(c, id) : undefined;
+      if (!change.changed) {
+        // Changing nothing still decided on a version the transaction may have read earlier.
+        if (tx) this.assertReadVersionCurrent(name, id, row, tx);
+        continue;
+      }
+      if (!tx && opts.multi) {
+        // Each document on its own: a duplicate key stops updateMany, earlier documents keep their change.
+        this.db.transaction(() => this.write1(name, id, row, change.doc, tx))();
+      } else {
+        this.write1(name, id, row, change.doc, tx);
+      }
+      modified++;
+    }
+    const first = changes[0];
+    return { matched: docs.length, modified, before: first?.old, after: first?.changed ? first.doc : first?.old };
+  }
+
+  delete(name: string, filter: Filter, opts: { multi: boolean; sort?: SortSpec }, tx: Txn | undefined): Doc[] {
+    const queryOpts: QueryOptions = { limit: opts.multi ? 0 : 1 };
+    if (opts.sort !== undefined) queryOpts.sort = opts.sort;
+    const { docs } = this.query(name, filter, queryOpts, tx);
+    const c = this.state(name);
+    for (const doc of docs) {
+      const id = doc._id as string;
+      this.write1(name, id, c ? this.rowById(c, id) : undefined, null, tx);
+    }
+    return docs;
+  }
+
+  createIndexes(name: string, specs: readonly IndexSpec[]): void {
+    if (!Array.isArray(specs)) throw new TypeError('createIndexes needs an array of index specs');
+    const normalized = specs.map(normalizeIndexSpec);
+    if (normalized.length === 0) return;
+    const c = this.ensure(name);
+    for (const spec of normalized) {
+      const existing = [...c.indexes, ...c.texts].find((i) => i.name === spec.name);
+      if (existing) {
+        if (sameIndexSpec(existing.spec, spec)) continue;
+        throw new Error(`index ${spec.name} already exists on ${name} with different keys or options`);
+      }
+      const { no } = this.db.prepare('SELECT coalesce(max(no), 0) + 1 AS no FROM store_indexes WHERE coll = ?').get(c.no) as { no: number };
+      this.db.prepare('INSERT INTO store_indexes (coll, no, name, spec, multikey) VALUES (?, ?, ?, ?, 0)').run(c.no, no, spec.name, encodeJson(toIndexSpec(spec)));
+      this.attachIndex(c, no, spec, false);
+      this.catalogChanged = true;
+      const all = this.db.prepare(`SELECT rid, id, json(doc) AS doc FROM ${c.table}`).all() as { rid: number; id: string; doc: string }[];
+      if (spec.substring) {
+        const t = c.texts[c.texts.length - 1] as TextState;
+        // Trigrams of the exact characters (no case folding): the substring test stays case-sensitive.
+        this.db.exec(`CREATE VIRTUAL TABLE ${t.table} USING fts5(t, tokenize = 'trigram case_sensitive 1', detail = none, content = '', contentless_delete = 1)`);
+        this.db.exec(`CREATE VIRTUAL TABLE ${t.vocab} USING fts5vocab(${t.table}, 'row')`);
+        const insert = this.prepare(`INSERT INTO ${t.table} (rowid, t) VALUES (?, ?)`);
+        for (const r of all) {
+          const text = textOf(t, decodeJson(r.doc) as Doc);
+          if (text !== undefined) insert.run(r.rid, text);
+        }
+        continue;
+      }
+      const idx = c.indexes[c.indexes.length - 1] as IndexState;
+      const cols = idx.fields.map((_, i) => `k${i} BLOB NOT NULL`).join(', ');
+      const keyCols = idx.fields.map((_, i) => `k${i} ${idx.dirs[i] === 1 ? 'ASC' : 'DESC'}`);
+      const idDir = idx.dirs[idx.dirs.length - 1] === 1 ? 'ASC' : 'DESC';
+      const pk = idx.unique ? keyCols : [...keyCols, `id ${idDir}`];
+      this.db.exec(`CREATE TABLE ${idx.table} (${cols}, id TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (${pk.join(', ')})) WITHOUT ROWID`);
+      const insert = this.prepare(`INSERT INTO ${idx.table} (${idx.fields.map((_, i) => `k${i}`).join(', ')}, id, rid) VALUES (${idx.fields.map(() => '?').join(', ')}, ?, ?)`);
+      let multikey = false;
+      for (const r of all) {
+        const entries = entriesOf(idx, decodeJson(r.doc) as Doc);
+        multikey ||= entries.multikey;
+        for (const key of entries.keys) {
+          try {
+            insert.run(...key, r.id, r.rid);
+          } catch (err) {
+            if (isConstraintError(err)) throw new DuplicateKeyError(spec.name);
+            throw err;
+          }
+        }
+      }
+      if (multikey) {
+        idx.multikey = true;
+        this.db.prepare('UPDATE store_indexes SET multikey = 1 WHERE coll = ? AND no = ?').run(c.no, no);
+      }
+    }
+  }
+
+  /** Undoes `createIndexes`' in-memory changes when its SQLite transaction rolled back. */
+  reloadCatalog(): void {
+    this.collections.clear();
+    this.statements.clear();
+    this.loadCatalog();
+  }
+
+  // ---- transactions ------------------------------------------------------------------------
+
+  beginTransaction(): StoreTransaction {
+    this.assertUsable();
+    const tx = new Txn();
+    this.txns.set(tx.session, tx);
+    return {
+      session: tx.session,
+      get state() {
+        return tx.state;
+      },
+      commit: async () => {
+        try {
+          if (tx.state !== 'active') throw new Error(`transaction ${tx.session.id} has already ended`);
+          if (tx.conflict) throw new TransactionConflictError();
+          const writes = [...tx.colls].filter(([, tc]) => tc.writes.size > 0);
+          if (writes.length === 0) {
+            tx.state = 'committed';
+            await this.read(() => undefined);
+            return;
+          }
+          await this.write(() => this.commit(tx, writes));
+          tx.state = 'committed';
+        } finally {
+          if (tx.state === 'active') tx.state = 'aborted';
+        }
+      },
+      abort: () => {
+        if (tx.state === 'active') tx.state = 'aborted';
+      },
+    };
+  }
+
+  async withTransaction<R>(fn: (session: StoreSession) => Promise<R>): Promise<R> {
+    if (typeof fn !== 'function') throw new TypeError('withTransaction needs a function');
+    for (let attempt = 1; ; attempt++) {
+      const tx = this.beginTransaction();
+      try {
+        const result = await fn(tx.session);
+        await tx.commit();
+        return result;
+      } catch (err) {
+        tx.abort();
+        if (err instanceof TransactionConflictError && attempt < MAX_TRANSACTION_ATTEMPTS) {
+          await sleep(conflictBackoffMs(attempt));
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  /** Inside one SQLite transaction: validate every buffered write, then apply them all. */
+  private commit(tx: Txn, writes: [string, TxnCollection][]): void {
+    const work: { c: CollState; id: string; row: Row | undefined; after: Doc | null; tc: TxnCollection }[] = [];
+    for (const [name, tc] of writes) {
+      const c = this.ensure(name);
+      for (const [id, after] of tc.writes) {
+        const row = this.rowById(c, id);
+        if ((row?.v ?? 0) !== tc.base.get(id)) {
+          throw new TransactionConflictError(`transaction write conflict on ${name}/${id}: another writer committed first`);
+        }
+        work.push({ c, id, row, after, tc });
+      }
+    }
+    // Old index entries of every document first, so keys moving between the transaction's own
+    // documents do not clash with themselves.
+    for (const w of work) if (w.row) this.unindex(w.c, w.id, w.row.rid, w.row.doc, w.after);
+    for (const w of work) {
+      try {
+        this.store(w.c, w.id, w.row, w.row?.doc ?? null, w.after);
+      } catch (err) {
+        if (err instanceof DuplicateKeyError && !this.clashIsOwn(w.c, err.index, w.after, w.tc)) {
+          // Someone committed the same key after this transaction's own check passed: run it again.
+          throw new TransactionConflictError(`transaction conflict: a document committed meanwhile holds the same key in unique index ${err.index}`);
+        }
+        throw err;
+      }
+    }
+  }
+
+  /** Whether the document holding `after`'s key in `index` is one of the transaction's own. */
+  private clashIsOwn(c: CollState, index: string, after: Doc | null, tc: TxnCollection): boolean {
+    if (index === ID_INDEX) return false;
+    const idx = c.indexes.find((i) => i.name === index);
+    if (!idx || !after) return false;
+    idx.find ??= this.prepare(`SELECT id FROM ${idx.table} WHERE ${idx.fields.map((_, i) => `k${i} = ?`).join(' AND ')}`);
+    for (const key of entriesOf(idx, after).keys) {
+      for (const { id } of idx.find.all(...key) as { id: string }[]) if (id !== after._id && tc.writes.has(id)) return true;
+    }
+    return false;
+  }
+
+  // ---- expiry ------------------------------------------------------------------------------
+
+  async sweepExpired(): Promise<number> {
+    const now = this.clock().getTime();
+    let removed = 0;
+    for (const c of [...this.collections.values()]) {
+      for (const idx of c.indexes) {
+        const ttl = idx.spec.expireAfterSeconds;
+        if (ttl === undefined) continue;
+        const cutoff = encodeKey(new Date(now - ttl * 1000));
+        for (;;) {
+          const n = await this.write(() => {
+            const rids = (this.prepare(`SELECT DISTINCT rid FROM ${idx.table} WHERE k0 >= ? AND k0 <= ? LIMIT ${SWEEP_BATCH}`).all(Buffer.from([0x90]), cutoff) as { rid: number }[]).map((r) => r.rid);
+            const rows = this.rowsByRid(c, rids);
+            for (const row of rows.values()) this.put(c, row.doc._id as string, row, null);
+            return rows.size;
+          });
+          removed += n;
+          if (n < SWEEP_BATCH) break;
+        }
+      }
+    }
+    return removed;
+  }
+}
+
+function pathDir(file: string): string {
+  return path.dirname(path.resolve(file));
+}
+
+function emptyExplain(sorted: boolean): QueryExplain {
+  return { plan: 'COLLSCAN', sql: '', docsExamined: 0, docsEvaluated: 0, nReturned: 0, inMemorySort: sorted };
+}
+
+class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection<T> {
+  constructor(
+    private readonly store: SqliteStore,
+    readonly name: string,
+  ) {}
+
+  private out(doc: Doc, projection: unknown): T {
+    const compiled = compileProjection(projection);
+    // Documents are decoded fresh for every read: no copy is needed.
+    return (compiled ? compiled.apply(doc) : doc) as T;
+  }
+
+  async createIndexes(specs: readonly IndexSpec[]): Promise<void> {
+    const store = this.store;
+    await store.write(() => store.createIndexes(this.name, specs));
+  }
+
+  async insertOne(doc: T, options?: SessionOption): Promise<void> {
+    assertOptions(options, ['session'], 'insertOne');
+    const store = this.store;
+    const tx = store.txOf(options);
+    if (tx) return store.read(() => store.insert(this.name, doc, tx));
+    await store.write(() => store.insert(this.name, doc, undefined));
+  }
+
+  async insertMany(docs: readonly T[], options?: SessionOption): Promise<void> {
+    assertOptions(options, ['session'], 'insertMany');
+    if (!Array.isArray(docs)) throw new TypeError('insertMany needs an array of documents');
+    const store = this.store;
+    const tx = store.txOf(options);
+    if (tx) return store.read(() => docs.forEach((doc) => store.insert(this.name, doc, tx)));
+    if (docs.length === 0) return;
+    // Ordered: documents before a failure stay inserted.
+    await store.writePartial(() => {
+      for (const doc of docs) store.db.transaction(() => store.insert(this.name, doc, undefined))();
+    });
+  }
+
+  async findOne(filter: Filter, options?: FindOneOptions): Promise<T | null> {
+    assertOptions(options, ['session', 'sort', 'projection'], 'findOne');
+    const store = this.store;
+    const tx = store.txOf(options);
+    compileProjection(options?.projection);
+    const { docs } = await store.read(() => store.query(this.name, filter, { ...sortOf(options), limit: 1 }, tx));
+    const doc = docs[0];
+    return doc ? this.out(doc, options?.projection) : null;
+  }
+
+  async find(filter: Filter, options?: FindOptions): Promise<T[]> {
+    assertOptions(options, ['session', 'sort', 'projection', 'skip', 'limit'], 'find');
+    const store = this.store;
+    const tx = store.txOf(options);
+    const projection = compileProjection(options?.projection);
+    const { docs } = await store.read(() => store.query(this.name, filter, pageOf(options), tx));
+    return docs.map((d) => (projection ? projection.apply(d) : d) as T);
+  }
+
+  async explain(filter: Filter, options?: FindOptions): Promise<QueryExplain> {
+    assertOptions(options, ['session', 'sort', 'projection', 'skip', 'limit'], 'explain');
+    const store = this.store;
+    const tx = store.txOf(options);
+    return (await store.read(() => store.query(this.name, filter, pageOf(options), tx))).explain;
+  }
+
+  async countDocuments(filter: Filter, options?: SessionOption): Promise<number> {
+    assertOptions(options, ['session'], 'countDocuments');
+    const store = this.store;
+    const tx = store.txOf(options);
+    return store.read(() => store.count(this.name, filter, tx));
+  }
+
+  async updateOne(filter: Filter, update: Update, options?: UpdateOptions): Promise<UpdateResult> {
+    return this.updateWith(filter, update, options, false, 'updateOne');
+  }
+
+  async updateMany(filter: Filter, update: Update, options?: UpdateOptions): Promise<UpdateResult> {
+    return this.updateWith(filter, update, options, true, 'updateMany');
+  }
+
+  private run<R>(tx: Txn | undefined, fn: () => R, partial = false): Promise<R> {
+    const store = this.store;
+    if (tx) return store.read(fn);
+    return partial ? store.writePartial(fn) : store.write(fn);
+  }
+
+  private async updateWith(filter: Filter, update: Update, options: UpdateOptions | undefined, multi: boolean, method: string): Promise<UpdateResult> {
+    assertOptions(options, ['session', 'upsert'], method);
+    const store = this.store;
+    const tx = store.txOf(options);
+    const outcome = await this.run(tx, () => store.update(this.name, filter, update, { multi, upsert: options?.upsert === true }, tx), multi);
+    const result: UpdateResult = { matchedCount: outcome.matched, modifiedCount: outcome.modified };
+    if (outcome.upsertedId !== undefined) result.upsertedId = outcome.upsertedId;
+    return result;
+  }
+
+  async findOneAndUpdate(filter: Filter, update: Update, options?: FindOneAndUpdateOptions): Promise<T | null> {
+    assertOptions(options, ['session', 'sort', 'upsert', 'returnDocument', 'projection'], 'findOneAndUpdate');
+    const returnDocument = options?.returnDocument ?? 'after';
+    if (returnDocument !== 'after' && returnDocument !== 'before') throw new TypeError("returnDocument must be 'before' or 'after'");
+    compileProjection(options?.projection);
+    const store = this.store;
+    const tx = store.txOf(options);
+    const outcome = await this.run(tx, () => store.update(this.name, filter, update, { multi: false, upsert: options?.upsert === true, ...sortOf(options) }, tx));
+    const doc = returnDocument === 'after' ? outcome.after : outcome.before;
+    return doc ? this.out(doc, options?.projection) : null;
+  }
+
+  async findOneAndDelete(filter: Filter, options?: FindOneOptions): Promise<T | null> {
+    assertOptions(options, ['session', 'sort', 'projection'], 'findOneAndDelete');
+    compileProjection(options?.projection);
+    const store = this.store;
+    const tx = store.txOf(options);
+    const [doc] = await this.run(tx, () => store.delete(this.name, filter, { multi: false, ...sortOf(options) }, tx));
+    return doc ? this.out(doc, options?.projection) : null;
+  }
+
+  async deleteOne(filter: Filter, options?: SessionOption): Promise<DeleteResult> {
+    assertOptions(options, ['session'], 'deleteOne');
+    const store = this.store;
+    const tx = store.txOf(options);
+    return { deletedCount: (await this.run(tx, () => store.delete(this.name, filter, { multi: false }, tx))).length };
+  }
+
+  async deleteMany(filter: Filter, options?: SessionOption): Promise<DeleteResult> {
+    assertOptions(options, ['session'], 'deleteMany');
+    const store = this.store;
+    const tx = store.txOf(options);
+    return { deletedCount: (await this.run(tx, () => store.delete(this.name, filter, { multi: true }, tx))).length };
+  }
+}
+
+function sortOf(options: { sort?: SortSpec } | undefined): { sort?: SortSpec } {
+  return options?.sort !== undefined ? { sort: options.sort } : {};
+}
+
+function pageOf(options: FindOptions | undefined): QueryOptions {
+  const out: QueryOptions = {};
+  if (options?.sort !== undefined) out.sort = options.sort;
+  if (options?.skip !== undefined) out.skip = options.skip;
+  if (options?.limit !== undefined) out.limit = options.limit;
+  return out;
+}
+
+/** Opens (creating if needed) a store in the SQLite file `options.path`, or in memory for `:memory:`. */
+export function createSqliteStore(options: SqliteStoreOptions): SqliteDocumentStore {
+  if (!isPlainObject(options)) throw new TypeError('createSqliteStore needs options');
+  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB'], 'createSqliteStore');
+  if (typeof options.path !== 'string' || options.path === '') throw new TypeError("path must be a file name or ':memory:'");
+  if (options.clock !== undefined && typeof options.clock !== 'function') throw new TypeError('clock must be a function returning a Date');
+  return new SqliteStore(options.path, options);
+}

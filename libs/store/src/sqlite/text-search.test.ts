@@ -1,0 +1,126 @@
+/**
+ * Substring indexes: the FTS5 trigram index must give exactly the literal-substring answer
+ * (`text.includes(q)`) on text with Unicode and punctuation, for short and long queries, after
+ * updates and deletes, and inside a transaction.
+ */
+import { describe, expect, it } from 'vitest';
+import { escapeRegExp } from '../regex.js';
+import { createSqliteStore } from './sqlite-store.js';
+import { trigrams } from './planner.js';
+
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const rnd = random(12345);
+const pick = <T>(list: readonly T[]): T => list[Math.floor(rnd() * list.length)] as T;
+const WORDS = [
+  'index', 'query', 'planner', 'Cursor', 'LEASE', 'deploy', 'fix', 'a.b', 'x(y)', '[z]', 'q?', '$home', '^caret', 'pipe|', 'back\\slash',
+  'quote"d', "it's", 'semi;colon', 'naïve', 'Straße', 'ÜBER', 'e\u0301t\u00e9', '漢字', '検索エンジン', 'Σίσυφος', 'İstanbul', 'ıi', '🚀launch',
+  '👍🏽ok', 'a\u200db', 'ｆｕｌｌ', 'ﬁle', '100%', '#42', 'C++', 'fooBarBaz', '  double  space', 'tab\tsep', 'new\nline', '-', '--', '...',
+];
+const sentence = (): string => Array.from({ length: 2 + Math.floor(rnd() * 12) }, () => pick(WORDS)).join(pick([' ', ' ', ', ', '/', '']));
+
+function substringOf(text: string): string {
+  const cps = Array.from(text);
+  const len = 1 + Math.floor(rnd() * 8);
+  const start = Math.floor(rnd() * Math.max(1, cps.length - len));
+  return cps.slice(start, start + len).join('');
+}
+
+describe('substring index (FTS5 trigram)', () => {
+  it('text: results equal the literal-substring definition on a generated corpus, through writes and a transaction', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    try {
+      const c = store.collection('docs');
+      await c.createIndexes([{ name: 'ws_text', keys: { ws: 1, text: 1 }, substring: true }]);
+      const docs = new Map<string, { _id: string; ws: string; text?: unknown }>();
+      for (let i = 0; i < 1500; i++) {
+        const text = rnd() < 0.05 ? pick([undefined, 42, null, [sentence(), sentence()]]) : sentence();
+        const doc = { _id: `d${i}`, ws: pick(['w1', 'w2']), ...(text === undefined ? {} : { text }) };
+        docs.set(doc._id, doc);
+      }
+      await c.insertMany([...docs.values()]);
+
+      const check = async (rounds: number, session?: Parameters<typeof store.withTransaction>[0] extends (s: infer S) => unknown ? S : never): Promise<void> => {
+        const texts = [...docs.values()].map((d) => d.text).filter((t): t is string => typeof t === 'string');
+        for (let i = 0; i < rounds; i++) {
+          const q = rnd() < 0.85 ? substringOf(pick(texts)) : rnd() < 0.5 ? substringOf(pick(texts)).toUpperCase() : sentence().slice(0, 6);
+          const ws = rnd() < 0.3 ? pick(['w1', 'w2']) : undefined;
+          const filter = { ...(ws ? { ws } : {}), text: { $regex: escapeRegExp(q) } };
+          const contains = (v: unknown): boolean => (typeof v === 'string' ? v.includes(q) : Array.isArray(v) && v.some((x) => typeof x === 'string' && x.includes(q)));
+          const want = [...docs.values()].filter((d) => (ws === undefined || d.ws === ws) && contains(d.text)).map((d) => d._id).sort();
+          const got = (await c.find(filter, session ? { session } : {})).map((d) => d._id).sort();
+          expect(got, JSON.stringify(q)).toEqual(want);
+          expect(await c.countDocuments(filter, session ? { session } : {}), JSON.stringify(q)).toBe(want.length);
+          const page = await c.find(filter, { sort: { _id: 1 }, limit: 5, ...(session ? { session } : {}) });
+          expect(page.map((d) => d._id), JSON.stringify(q)).toEqual([...want].sort().slice(0, 5));
+        }
+      };
+
+      await check(400);
+      // Rewrite, delete and add text; the index follows every write.
+      const ids = [...docs.keys()];
+      for (let i = 0; i < 300; i++) {
+        const id = pick(ids);
+        const r = rnd();
+        if (r < 0.6) {
+          const text = sentence();
+          await c.updateOne({ _id: id }, { $set: { text } });
+          const doc = docs.get(id);
+          if (doc) docs.set(id, { ...doc, text });
+        } else if (r < 0.8) {
+          await c.updateOne({ _id: id }, { $unset: { text: '' } });
+          const doc = docs.get(id);
+          if (doc) {
+            const { text: _gone, ...rest } = doc;
+            docs.set(id, rest);
+          }
+        } else {
+          await c.deleteOne({ _id: id });
+          docs.delete(id);
+        }
+      }
+      await check(300);
+      // Inside a transaction: its own writes count, through the same queries.
+      await store.withTransaction(async (session) => {
+        await c.insertOne({ _id: 'tx-new', ws: 'w1', text: 'zqxjk unique needle ✓' }, { session });
+        docs.set('tx-new', { _id: 'tx-new', ws: 'w1', text: 'zqxjk unique needle ✓' });
+        const victim = [...docs.values()].find((d) => typeof d.text === 'string' && d._id !== 'tx-new') as { _id: string; ws: string; text: string };
+        await c.deleteOne({ _id: victim._id }, { session });
+        docs.delete(victim._id);
+        expect((await c.find({ text: { $regex: 'needle ✓' } }, { session })).map((d) => d._id)).toEqual(['tx-new']);
+        await check(50, session);
+      });
+      await check(50);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('text: three or more characters use the trigram index; shorter text is tested on the documents', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    try {
+      const c = store.collection('docs');
+      await c.createIndexes([{ name: 'ws_text', keys: { ws: 1, text: 1 }, substring: true }, { name: 'ws_id', keys: { ws: 1, _id: 1 } }]);
+      await c.insertMany(Array.from({ length: 2000 }, (_, i) => ({ _id: `d${String(i).padStart(4, '0')}`, ws: 'w', text: i === 77 ? 'the rare zanzibar word' : `common text ${i}` })));
+      const rare = await c.explain({ ws: 'w', text: { $regex: 'zanzibar' } }, { sort: { _id: 1 }, limit: 10 });
+      expect(rare).toMatchObject({ plan: 'FTS', index: 'ws_text', nReturned: 1, docsExamined: 1 });
+      const short = await c.explain({ ws: 'w', text: { $regex: 'ar' } }, { sort: { _id: 1 }, limit: 10 });
+      expect(short.plan).not.toBe('FTS');
+      expect(short.nReturned).toBe(1);
+      // Case matters (a literal `$regex` without the `i` flag): the trigrams are not case-folded.
+      expect(await c.countDocuments({ text: { $regex: 'ZANZIBAR' } })).toBe(0);
+      expect(trigrams('a👍🏽b')).toEqual(['a👍🏽', '👍🏽b']);
+    } finally {
+      await store.close();
+    }
+  });
+});
