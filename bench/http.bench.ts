@@ -333,9 +333,9 @@ const bench: Bench = {
       log(`${label}: ${fmt(run.rps)}/s p50 ${ms(run.p50)} p99 ${ms(run.p99)} rss ${mb(run.rssMb)} failed ${run.non2xx + run.errors}`);
       rows.set(label, [...(rows.get(label) ?? []), run]);
     };
-    let idleRss = 0;
-    let afterWritesRss = 0;
-    let heapNote = '';
+    let idleRss: number;
+    let afterWritesRss: number;
+    let heapNote: string;
     let claimRate = 0;
     let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
     try {

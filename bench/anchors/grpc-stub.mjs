@@ -1,6 +1,8 @@
 // Anchor: fastify whose route makes one grpc-js unary call over loopback to a stub server in the
 // same process (the shape of the old all-in-one request path, without any application work).
+import { Buffer } from 'node:buffer';
 import { createRequire } from 'node:module';
+import { URL } from 'node:url';
 
 const require = createRequire(new URL('../../libs/runtime/package.json', import.meta.url));
 const Fastify = require('fastify');

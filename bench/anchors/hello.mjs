@@ -1,5 +1,6 @@
 // Anchor: a bare fastify server answering one small JSON object, the ceiling of the HTTP stack.
 import { createRequire } from 'node:module';
+import { URL } from 'node:url';
 
 const require = createRequire(new URL('../../libs/runtime/package.json', import.meta.url));
 const Fastify = require('fastify');

@@ -1,10 +1,11 @@
 import { createInProcessBus, type InProcessBusOptions } from './in-process/in-process-bus.js';
-import { createNatsBus, type NatsBusOptions } from './nats/nats-bus.js';
+import type { NatsBusOptions } from './nats/nats-bus.js';
 import type { EventBus } from './port.js';
 
 export * from './port.js';
 export { createInProcessBus, type InProcessBusOptions } from './in-process/in-process-bus.js';
-export { createNatsBus, type NatsBusOptions, type NatsEventBus } from './nats/nats-bus.js';
+// The NATS client loads only when a NATS bus is built (`@planning/bus/nats` for direct use).
+export type { NatsBusOptions, NatsEventBus } from './nats/nats-bus.js';
 
 /** Which bus to build: the embedded one (one process only) or NATS JetStream. */
 export type BusConfig = ({ kind: 'in-process' } & InProcessBusOptions) | ({ kind: 'nats' } & NatsBusOptions);
@@ -18,6 +19,7 @@ export async function createBus(config: BusConfig): Promise<EventBus> {
     }
     case 'nats': {
       const { kind: _kind, ...options } = config;
+      const { createNatsBus } = await import('./nats/nats-bus.js');
       return createNatsBus(options);
     }
   }

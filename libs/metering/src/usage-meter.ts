@@ -65,7 +65,8 @@ export function quotaExceeded(kind: QuotaKind, decision: Pick<MeterDecision, 'li
 
 /**
  * Usage counters on the document store port. The increment is conditional on the stored count
- * (`used <= limit - amount`), so the store decides atomically: no read-then-write race.
+ * (`used <= limit - amount`), so the store decides atomically: no read-then-write race, and one
+ * store write per use (reads only when a use is refused).
  */
 export async function createUsageMeter(
   store: DocumentStore,
@@ -78,27 +79,12 @@ export async function createUsageMeter(
   ]);
   const clock = options.clock ?? (() => new Date());
 
-  const ensure = async (workspaceId: string, kind: string, period: string, now: Date, session?: StoreSession): Promise<void> => {
-    try {
-      await counters.updateOne(
-        { _id: counterId(workspaceId, kind, period) },
-        {
-          $setOnInsert: {
-            workspaceId,
-            kind,
-            period,
-            used: 0,
-            updatedAt: now,
-            expiresAt: new Date(quotaResetsAt(now).getTime() + RETENTION_MS),
-          },
-        },
-        { upsert: true, ...(session ? { session } : {}) },
-      );
-    } catch (err) {
-      // Two first uses at once: the other one created it.
-      if (!isDuplicateKeyError(err)) throw err;
-    }
-  };
+  const onInsert = (workspaceId: string, kind: string, period: string, now: Date) => ({
+    workspaceId,
+    kind,
+    period,
+    expiresAt: new Date(quotaResetsAt(now).getTime() + RETENTION_MS),
+  });
 
   const read = async (id: string, session?: StoreSession): Promise<number> => {
     const found = await counters.findOne({ _id: id }, session ? { session } : undefined);
@@ -118,16 +104,38 @@ export async function createUsageMeter(
       if (request.limit !== null && amount > request.limit) {
         return { ...base, allowed: false, used: await read(id, session) };
       }
-      await ensure(request.workspaceId, request.kind, period, now, session);
       const filter: Record<string, unknown> = { _id: id };
       if (request.limit !== null) filter.used = { $lte: request.limit - amount };
-      const updated = await counters.findOneAndUpdate(
-        filter,
-        { $inc: { used: amount }, $set: { updatedAt: now } },
-        { returnDocument: 'after', ...(session ? { session } : {}) },
-      );
-      if (updated) return { ...base, allowed: true, used: updated.used };
-      return { ...base, allowed: false, used: await read(id, session) };
+      if (session) {
+        // Inside a transaction a failed write would abort it (MongoDB): make sure the counter
+        // exists, then increment it conditionally.
+        await counters.updateOne(
+          { _id: id },
+          { $setOnInsert: { ...onInsert(request.workspaceId, request.kind, period, now), used: 0, updatedAt: now } },
+          { upsert: true, session },
+        );
+        const updated = await counters.findOneAndUpdate(filter, { $inc: { used: amount }, $set: { updatedAt: now } }, { returnDocument: 'after', session });
+        if (updated) return { ...base, allowed: true, used: updated.used };
+        return { ...base, allowed: false, used: await read(id, session) };
+      }
+      // One write: the conditional increment upserts the month's counter on its first use. When
+      // the counter exists but has no room, the filter misses and the upsert collides with it
+      // (duplicate _id): that is the refusal.
+      try {
+        const updated = await counters.findOneAndUpdate(
+          filter,
+          {
+            $inc: { used: amount },
+            $set: { updatedAt: now },
+            $setOnInsert: onInsert(request.workspaceId, request.kind, period, now),
+          },
+          { upsert: true, returnDocument: 'after' },
+        );
+        if (updated) return { ...base, allowed: true, used: updated.used };
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+      }
+      return { ...base, allowed: false, used: await read(id) };
     },
 
     async refund(request) {

@@ -1,14 +1,18 @@
 /**
  * The transactional outbox. A state change and its event are written in the same store
  * transaction; a relay publishes pending events to the bus with the event id as message id and
- * marks them published. A crash anywhere loses nothing (the event is in the store before the
- * change is visible) and doubles nothing downstream (the bus deduplicates by message id and
- * consumers are idempotent by event id).
+ * then deletes them (or, with a retention, marks them published). A crash anywhere loses nothing
+ * (the event is in the store before the change is visible) and doubles nothing downstream (the
+ * bus deduplicates by message id and consumers are idempotent by event id).
+ *
+ * The relay is off the request path: a commit only wakes it, and it runs once the current turn
+ * of the event loop is over, so commits made together are published together, in batches of up
+ * to 100 events at three store operations per batch (find, lease, delete).
  */
 import type { EventBus, EventEnvelope } from '@planning/bus';
 import { newId } from '@planning/ids';
 import { failpoint } from '@planning/runtime/failpoints';
-import type { Collection, DocumentStore, StoreSession, StoredDocument } from '@planning/store';
+import type { Collection, DocumentStore, IndexSpec, StoreSession, StoredDocument } from '@planning/store';
 
 export interface OutboxLogger {
   info(obj: object, msg?: string): void;
@@ -32,6 +36,8 @@ interface OutboxDocument extends StoredDocument {
   /** Present (true) until published; absent afterwards, so the pending index stays small. */
   pending?: true;
   leaseUntil?: Date;
+  /** The relay pass that holds the lease. */
+  leaseOwner?: string;
   publishedAt?: Date;
   attempts: number;
   createdAt: Date;
@@ -52,7 +58,11 @@ export interface OutboxOptions {
    * (the bus deduplicates by message id), a long wait after a crash is not. Default 3 s.
    */
   leaseMs?: number;
-  /** Published events are removed after this long (housekeeping). Default 7 days. */
+  /**
+   * How long a published event is kept in the outbox. Default 0: deleted as soon as the bus has
+   * it (the bus and the audit service keep the history), so the outbox holds only what is not
+   * yet published.
+   */
   retentionSeconds?: number;
   /** Current trace context as headers, carried with the event to its consumers. */
   traceHeaders?: () => Record<string, string>;
@@ -88,6 +98,9 @@ export function subjectFor(source: string, type: string): string {
   return `planning.${source}.${type}`;
 }
 
+/** Events one relay pass leases and publishes at once. */
+const BATCH = 100;
+
 export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
   const clock = options.clock ?? (() => new Date());
   const pollIntervalMs = options.pollIntervalMs ?? 1_000;
@@ -95,42 +108,51 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
   const collection: Collection<OutboxDocument> = options.store.collection<OutboxDocument>(
     options.collection ?? 'outbox',
   );
-  await collection.createIndexes([
+  const retentionSeconds = options.retentionSeconds ?? 0;
+  const indexes: IndexSpec[] = [
     { name: 'pending_order', keys: { pending: 1, _id: 1 } },
-    { name: 'published_ttl', keys: { publishedAt: 1 }, expireAfterSeconds: options.retentionSeconds ?? 7 * 86_400 },
-  ]);
+    { name: 'lease_owner', keys: { leaseOwner: 1 }, partialFilterExpression: { pending: true } },
+  ];
+  if (retentionSeconds > 0) indexes.push({ name: 'published_ttl', keys: { publishedAt: 1 }, expireAfterSeconds: retentionSeconds });
+  await collection.createIndexes(indexes);
 
   let timer: NodeJS.Timeout | undefined;
   let running = false;
   let pass: Promise<void> | undefined;
   let again = false;
+  let woken = false;
 
-  const publishOne = async (doc: OutboxDocument): Promise<boolean> => {
+  /** Publishes one batch, in order; returns how many events the batch found. */
+  const publishBatch = async (): Promise<number> => {
     const now = clock();
-    // Take a lease so a second relay (another replica of the service) leaves this event alone.
-    const leased = await collection.findOneAndUpdate(
-      { _id: doc._id, pending: true, $or: [{ leaseUntil: { $exists: false } }, { leaseUntil: { $lte: now } }] },
-      { $set: { leaseUntil: new Date(now.getTime() + leaseMs) }, $inc: { attempts: 1 } },
+    const free = { $or: [{ leaseUntil: { $exists: false } }, { leaseUntil: { $lte: now } }] };
+    const found = await collection.find({ pending: true, ...free }, { sort: { _id: 1 }, limit: BATCH });
+    if (found.length === 0) return 0;
+    // Lease the batch so a second relay (another replica, or this service restarted after a
+    // crash) leaves it alone; when another relay got some of it first, publish only ours.
+    const owner = newId('lease');
+    const ids = found.map((d) => d._id);
+    const leased = await collection.updateMany(
+      { _id: { $in: ids }, pending: true, ...free },
+      { $set: { leaseUntil: new Date(now.getTime() + leaseMs), leaseOwner: owner }, $inc: { attempts: 1 } },
     );
-    if (!leased) return true;
+    const mine = leased.matchedCount === found.length ? found : await collection.find({ leaseOwner: owner, pending: true }, { sort: { _id: 1 } });
+    if (mine.length === 0) return found.length;
     failpoint('outbox.before-publish');
-    await options.bus.publish(leased.event, leased.headers);
+    for (const doc of mine) await options.bus.publish(doc.event, doc.headers);
     failpoint('outbox.after-publish');
-    await collection.updateOne(
-      { _id: leased._id },
-      { $set: { publishedAt: clock() }, $unset: { pending: '', leaseUntil: '' } },
-    );
-    return true;
+    const published = { _id: { $in: mine.map((d) => d._id) }, leaseOwner: owner };
+    if (retentionSeconds > 0) {
+      await collection.updateMany(published, { $set: { publishedAt: clock() }, $unset: { pending: '', leaseUntil: '', leaseOwner: '' } });
+    } else {
+      await collection.deleteMany(published);
+    }
+    return found.length;
   };
 
   const drainOnce = async (): Promise<void> => {
-    for (;;) {
-      const batch = await collection.find({ pending: true }, { sort: { _id: 1 }, limit: 100 });
-      if (batch.length === 0) return;
-      for (const doc of batch) {
-        await publishOne(doc);
-      }
-      if (batch.length < 100) return;
+    while ((await publishBatch()) === BATCH) {
+      // A full batch: there may be more.
     }
   };
 
@@ -198,8 +220,14 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
       return result;
     },
     kick() {
-      if (!running) return;
-      runPass().catch(() => undefined);
+      if (!running || woken) return;
+      // After the current turn: the request that committed answers first, and commits made in
+      // the same turn share one pass.
+      woken = true;
+      setImmediate(() => {
+        woken = false;
+        if (running) runPass().catch(() => undefined);
+      });
     },
     pendingCount: () => collection.countDocuments({ pending: true }),
     flush: () => runPass(),

@@ -158,3 +158,45 @@ describe('outbox: crashes lose nothing and double nothing', () => {
     expect(a.received).toHaveLength(100);
   });
 });
+
+describe('outbox: what it keeps', () => {
+  it('outbox: published events are deleted, so the outbox holds only what is pending', async () => {
+    const h = await harness();
+    for (let i = 0; i < 250; i++) await h.outbox.add({ type: 'thing.changed', data: { i } });
+    await until(() => h.received.length === 250);
+    await h.outbox.flush();
+    expect(await h.store.collection('outbox').countDocuments({})).toBe(0);
+  });
+
+  it('outbox: with a retention, published events are kept (marked published) until it runs out', async () => {
+    const store = createEmbeddedStore();
+    const bus = await createInProcessBus();
+    const outbox = await createOutbox({ store, bus, source: 'issues', logger: quiet, retentionSeconds: 3600 });
+    await outbox.start();
+    await outbox.add({ type: 'thing.created', data: {} });
+    await outbox.flush();
+    const kept = await store.collection('outbox').find({});
+    expect(kept).toHaveLength(1);
+    expect(kept[0]).toMatchObject({ publishedAt: expect.any(Date) });
+    expect(await outbox.pendingCount()).toBe(0);
+    await outbox.stop();
+    await bus.close();
+    await store.close();
+  });
+
+  it('outbox: commits made in one turn are published by one pass after the turn, not inside the request', async () => {
+    const h = await harness();
+    const things = h.store.collection('things');
+    await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        h.outbox.transaction(async (session) => {
+          await things.insertOne({ _id: `t${i}` }, { session });
+          await h.outbox.add({ type: 'thing.created', data: { i } }, { session });
+        }),
+      ),
+    );
+    // The commits have resolved and nothing is published yet: the relay waits for the next turn.
+    expect(h.received).toHaveLength(0);
+    await until(() => h.received.length === 30);
+  });
+});

@@ -4,7 +4,8 @@ export {
   type InProcessLimiter,
   type InProcessLimiterOptions,
 } from './in-process/in-process-limiter.js';
-export { createRedisLimiter, type RedisLimiter, type RedisLimiterOptions } from './redis/redis-limiter.js';
+// The Redis client loads only where a Redis limiter is built: `@planning/rate-limit/redis`.
+export type { RedisLimiter, RedisLimiterOptions } from './redis/redis-limiter.js';
 export {
   createResilientLimiter,
   type LimiterLogger,

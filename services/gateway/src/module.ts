@@ -14,7 +14,6 @@ import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_
 import { UsageService } from '@planning/proto/planning/usage/v1/usage_pb';
 import {
   createInProcessLimiter,
-  createRedisLimiter,
   createResilientLimiter,
   type RateLimiter,
   type ResilientLimiter,
@@ -36,7 +35,7 @@ import { bootstrapAdmin } from './identity/bootstrap.js';
 import { createLoginThrottle } from './identity/login-throttle.js';
 import { createCognitoProvider, createLocalProvider, type IdentityProvider } from './identity/providers.js';
 import { ApiKeyRepository } from './store/api-keys.js';
-import { createRedisSessionStore, type RedisSessionStore } from './store/redis-sessions.js';
+import type { RedisSessionStore } from './store/redis-sessions.js';
 import { createStoreSessionStore, type SessionStore } from './store/sessions.js';
 import { UserRepository } from './store/users.js';
 import { createWorkspaceAccessCache } from './workspace-access.js';
@@ -84,6 +83,11 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
     let redisSessions: RedisSessionStore | undefined;
     let sessions: SessionStore;
     if (redisUrl) {
+      // The Redis client loads only when Redis is configured.
+      const [{ createRedisLimiter }, { createRedisSessionStore }] = await Promise.all([
+        import('@planning/rate-limit/redis'),
+        import('./store/redis-sessions.js'),
+      ]);
       resilient = createResilientLimiter({
         primary: createRedisLimiter({ url: redisUrl }),
         fallback: createInProcessLimiter(),

@@ -1,9 +1,4 @@
 import { createHmac } from 'node:crypto';
-import {
-  CognitoIdentityProviderClient,
-  GetUserCommand,
-  InitiateAuthCommand,
-} from '@aws-sdk/client-cognito-identity-provider';
 import { ServiceError } from '@planning/errors';
 import { isDuplicateKeyError } from '@planning/store';
 import type { UserRecord, UserRepository } from '../store/users.js';
@@ -64,13 +59,18 @@ const SIGN_IN_FAILURES = new Set([
  */
 export function createCognitoProvider(users: UserRepository, options: CognitoOptions): IdentityProvider {
   const region = options.region ?? options.userPoolId.split('_')[0] ?? 'us-east-1';
-  const client = new CognitoIdentityProviderClient({
-    region,
-    ...(options.endpoint ? { endpoint: options.endpoint } : {}),
-    // InitiateAuth and GetUser are public APIs: no AWS credentials are needed or used.
-    credentials: { accessKeyId: 'unused', secretAccessKey: 'unused' },
-    maxAttempts: 2,
-  });
+  // The AWS SDK loads only when Cognito is configured, and then in the background from the start.
+  const sdk = import('@aws-sdk/client-cognito-identity-provider').then((aws) => ({
+    aws,
+    client: new aws.CognitoIdentityProviderClient({
+      region,
+      ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+      // InitiateAuth and GetUser are public APIs: no AWS credentials are needed or used.
+      credentials: { accessKeyId: 'unused', secretAccessKey: 'unused' },
+      maxAttempts: 2,
+    }),
+  }));
+  sdk.catch(() => undefined);
   const secretHash = (username: string): Record<string, string> =>
     options.clientSecret
       ? { SECRET_HASH: createHmac('sha256', options.clientSecret).update(username + options.clientId).digest('base64') }
@@ -93,8 +93,9 @@ export function createCognitoProvider(users: UserRepository, options: CognitoOpt
       const username = email.trim();
       let accessToken: string | undefined;
       try {
+        const { aws, client } = await sdk;
         const auth = await client.send(
-          new InitiateAuthCommand({
+          new aws.InitiateAuthCommand({
             AuthFlow: 'USER_PASSWORD_AUTH',
             ClientId: options.clientId,
             AuthParameters: { USERNAME: username, PASSWORD: password, ...secretHash(username) },
@@ -103,7 +104,7 @@ export function createCognitoProvider(users: UserRepository, options: CognitoOpt
         // A challenge (new password, MFA) cannot be completed through this API: the sign-in fails.
         accessToken = auth.AuthenticationResult?.AccessToken;
         if (!accessToken) return null;
-        const profile = await client.send(new GetUserCommand({ AccessToken: accessToken }));
+        const profile = await client.send(new aws.GetUserCommand({ AccessToken: accessToken }));
         const attribute = (name: string) => profile.UserAttributes?.find((a) => a.Name === name)?.Value;
         const mappedEmail = (attribute('email') ?? username).toLowerCase();
         return await localUser(mappedEmail, attribute('name') ?? mappedEmail);
