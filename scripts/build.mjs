@@ -19,8 +19,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const rootPkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 
 // Kept out of the bundle and installed at these versions.
-// @fastify/swagger-ui serves its static files from its own folder.
-export const RUNTIME_PACKAGES = ['@node-rs/argon2', 'grpc-health-check', '@grpc/reflection', '@grpc/grpc-js', '@fastify/swagger-ui'];
+// @fastify/swagger-ui serves its static files from its own folder; better-sqlite3 is a native
+// addon (the image's build stage compiles it).
+export const RUNTIME_PACKAGES = ['better-sqlite3', '@node-rs/argon2', 'grpc-health-check', '@grpc/reflection', '@grpc/grpc-js', '@fastify/swagger-ui'];
 // Optional peers the MongoDB driver requires lazily inside try/catch; absent unless a user adds them.
 const OPTIONAL_MISSING = [
   'kerberos',

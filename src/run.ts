@@ -3,8 +3,11 @@ import {
   configureFailpoints,
   createRuntime,
   describeProcessConfig,
+  importLegacyDataDir,
+  IN_MEMORY,
   loadModuleSettings,
   loadProcessConfig,
+  servicesOf,
   type RuntimeLogger,
 } from '@planning/runtime';
 import { createLogger, type Telemetry } from '@planning/telemetry';
@@ -58,6 +61,12 @@ export async function run(options: RunOptions): Promise<void> {
   }
 
   const logger = createLogger({ name: config.target === 'all' ? 'planning-service' : `planning-${config.target}`, level: config.LOG_LEVEL });
+  if (config.dataDir !== undefined) {
+    logger.info(
+      { dataDir: config.dataDir },
+      config.dataDir === IN_MEMORY ? 'embedded store in memory: nothing is kept after exit' : `embedded store keeps its data in ${config.dataDir}`,
+    );
+  }
   const runtime = createRuntime({
     definitions: MODULES,
     target: config.target,
@@ -93,6 +102,7 @@ export async function run(options: RunOptions): Promise<void> {
   });
 
   try {
+    await importLegacyDataDir(config, servicesOf(config.target), (details, message) => logger.info(details, message));
     await runtime.start();
   } catch (err) {
     logger.fatal({ err }, 'start failed');

@@ -1,6 +1,7 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- response bodies are whatever the server sent; tests assert on them. */
 import { randomBytes } from 'node:crypto';
-import { createMongoStore, type DocumentStore } from '@planning/store';
+import type { DocumentStore } from '@planning/store';
+import { createMongoStore } from '@planning/store/mongo';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMember, createKey, createUser, createWorkspace, type TestKey, type TestUser } from '../support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster, type Mode } from '../support/cluster.js';

@@ -1,5 +1,6 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- tool results are whatever the server sent; the test validates them. */
-import { createMongoStore, type DocumentStore } from '@planning/store';
+import type { DocumentStore } from '@planning/store';
+import { createMongoStore } from '@planning/store/mongo';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

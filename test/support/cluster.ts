@@ -107,6 +107,9 @@ function baseEnv(dataDir: string, adminPassword: string): Record<string, string>
     SERVICE_DEMO: '0',
     LOG_LEVEL: 'warn',
     SHUTDOWN_DELAY_MS: '0',
+    // Explicit, never the user data directory all-in-one defaults to: SQLite files in a fresh
+    // folder, because suites restart processes and read what they stored. (DATA_DIR=:memory:
+    // keeps nothing; a single-service target refuses to start without MONGODB_URI or DATA_DIR.)
     DATA_DIR: dataDir,
     HOST: '127.0.0.1',
     GRPC_HOST: '127.0.0.1',

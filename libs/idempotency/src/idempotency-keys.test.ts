@@ -1,5 +1,6 @@
 import { startMongoWireServer } from '@planning/testing';
-import { createEmbeddedStore, createMongoStore } from '@planning/store';
+import { createEmbeddedStore } from '@planning/store';
+import { createMongoStore } from '@planning/store/mongo';
 import { randomBytes } from 'node:crypto';
 import { afterAll } from 'vitest';
 import { describeIdempotencyContract } from './contract/idempotency-contract.js';

@@ -1,4 +1,4 @@
-import { createStore, type DocumentStore } from '@planning/store';
+import { createEmbeddedStore, type DocumentStore } from '@planning/store';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUsageMeter, quotaExceeded, type UsageMeter } from './index.js';
 
@@ -8,7 +8,7 @@ describe('metering: usage meter', () => {
   const now = new Date('2025-03-31T23:59:00.000Z');
 
   beforeEach(async () => {
-    store = createStore({ kind: 'embedded' });
+    store = createEmbeddedStore();
     meter = await createUsageMeter(store);
   });
   afterEach(async () => {

@@ -18,9 +18,9 @@ import {
   type RpcServer,
   type ServiceImplementation,
 } from '@planning/rpc';
-import { createStore, type DocumentStore } from '@planning/store';
+import { createStore, importLegacyStore, type DocumentStore } from '@planning/store';
 import type { Logger } from '@planning/telemetry';
-import type { ProcessConfig, ServiceName } from './process-config.js';
+import { IN_MEMORY, type ProcessConfig, type ServiceName } from './process-config.js';
 import type { ModuleContext, ModuleDefinition } from './registry.js';
 
 export interface BusExports {
@@ -157,17 +157,43 @@ export const rpcClientsModule: ModuleDefinition<undefined, RpcClientsExports> = 
 
 /**
  * Opens the document store a service owns: its own MongoDB database (`<prefix>-<service>`), or
- * an embedded store (persisted under `DATA_DIR/<service>` when DATA_DIR is set).
+ * the embedded SQLite store in `<DATA_DIR>/<service>/<service>.sqlite` (in memory for
+ * `DATA_DIR=:memory:`).
  */
 export async function openServiceStore(config: ProcessConfig, service: ServiceName): Promise<DocumentStore> {
   if (config.MONGODB_URI) {
     return createStore({ kind: 'mongodb', uri: config.MONGODB_URI, database: `${config.MONGODB_DB_PREFIX}-${service}` });
   }
-  return createStore({
-    kind: 'embedded',
-    name: service,
-    ...(config.DATA_DIR ? { dataDir: join(config.DATA_DIR, service) } : {}),
-  });
+  const dataDir = config.dataDir ?? IN_MEMORY;
+  if (dataDir === IN_MEMORY) return createStore({ kind: 'embedded', path: IN_MEMORY });
+  return createStore({ kind: 'embedded', path: serviceStorePath(dataDir, service) });
+}
+
+/** The SQLite file of a service's embedded store under DATA_DIR. */
+export function serviceStorePath(dataDir: string, service: ServiceName): string {
+  return join(dataDir, service, `${service}.sqlite`);
+}
+
+/**
+ * Imports, once, each service folder of DATA_DIR still in the former embedded engine's format
+ * (`<service>.snapshot` / `<service>.journal`) into its SQLite file, keeping the old files in a
+ * backup folder beside it. Runs before the services open their stores.
+ */
+export async function importLegacyDataDir(
+  config: ProcessConfig,
+  services: readonly ServiceName[],
+  log: (details: Record<string, unknown>, message: string) => void,
+): Promise<void> {
+  const dataDir = config.dataDir;
+  if (config.MONGODB_URI || dataDir === undefined || dataDir === IN_MEMORY) return;
+  for (const service of services) {
+    const result = await importLegacyStore({ dir: join(dataDir, service), name: service, target: serviceStorePath(dataDir, service) });
+    if (result.imported) {
+      log({ service, collections: result.collections, documents: result.documents, backup: result.backup }, 'imported the old embedded store files into SQLite');
+    } else if (result.backup) {
+      log({ service, backup: result.backup }, 'moved already imported old embedded store files aside');
+    }
+  }
 }
 
 /** Readiness of a store, for a service module's `ready()`. */

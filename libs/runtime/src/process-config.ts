@@ -3,6 +3,8 @@
  * peers). Read from environment variables only, once, in `loadProcessConfig`.
  */
 import { randomBytes } from 'node:crypto';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { env, loadEnv, secret, type ConfigProblem, type EnvValues, describeEnv } from '@planning/config';
 
 export const SERVICE_MODULES = ['gateway', 'issues', 'agents-claims', 'imports-exports', 'audit'] as const;
@@ -30,6 +32,10 @@ export const processEnvShape = {
   REDIS_URL: secret(env.url(['redis', 'rediss']).optional()),
   MONGODB_URI: secret(env.url(['mongodb', 'mongodb+srv']).optional()),
   MONGODB_DB_PREFIX: env.string().default('planning'),
+  /**
+   * Where the embedded store keeps its files (a folder per service), or `:memory:` (nothing kept:
+   * tests). All-in-one defaults to a folder under the user's data directory.
+   */
   DATA_DIR: env.string().optional(),
   SERVICE_INTERNAL_SECRET: secret(env.string().min(32, 'must be at least 32 characters').optional()),
   ISSUES_GRPC_URL: env.hostPort().optional(),
@@ -69,6 +75,26 @@ export interface ProcessConfig extends ProcessEnv {
   internalSecret: string;
   /** TRUST_PROXY resolved for the HTTP server. */
   trustProxy: boolean | string;
+  /**
+   * The embedded store's location when MONGODB_URI is not set: an absolute folder (a SQLite file
+   * per service inside it) or `:memory:`. Undefined with MONGODB_URI.
+   */
+  dataDir: string | undefined;
+}
+
+/** `:memory:` as DATA_DIR: the embedded store keeps nothing on disk. */
+export const IN_MEMORY = ':memory:';
+
+/**
+ * The default DATA_DIR of all-in-one: `planning-service` under the user's data directory
+ * (`$XDG_DATA_HOME` or `~/.local/share` on Linux, `~/Library/Application Support` on macOS,
+ * `%LOCALAPPDATA%` on Windows).
+ */
+export function defaultDataDir(source: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): string {
+  const home = source.HOME || homedir();
+  if (platform === 'win32') return join(source.LOCALAPPDATA || join(home, 'AppData', 'Local'), 'planning-service');
+  if (platform === 'darwin') return join(home, 'Library', 'Application Support', 'planning-service');
+  return join(source.XDG_DATA_HOME || join(home, '.local', 'share'), 'planning-service');
 }
 
 /**
@@ -127,6 +153,14 @@ export function loadProcessConfig(source: NodeJS.ProcessEnv, targetOverride?: st
         message: `is required for --target=${target}: processes sign the principal they pass over gRPC with it`,
       });
     }
+    if (!values.MONGODB_URI && values.DATA_DIR === undefined) {
+      problems.push({
+        variable: 'MONGODB_URI',
+        message:
+          `is required for --target=${target}: a service process keeps its data in MongoDB. To run it on the embedded ` +
+          `store instead, say so: DATA_DIR=<a folder of its own> (SQLite files) or DATA_DIR=${IN_MEMORY} (nothing kept)`,
+      });
+    }
   }
 
   const peers: Partial<Record<ServiceName, string>> = {};
@@ -150,11 +184,16 @@ export function loadProcessConfig(source: NodeJS.ProcessEnv, targetOverride?: st
       shutdownDelayMs: values.SHUTDOWN_DELAY_MS ?? (target === 'all' ? 0 : 5_000),
       internalSecret: values.SERVICE_INTERNAL_SECRET ?? randomBytes(32).toString('hex'),
       trustProxy: parseTrustProxy(values.TRUST_PROXY),
+      dataDir: values.MONGODB_URI
+        ? undefined
+        : values.DATA_DIR === IN_MEMORY
+          ? IN_MEMORY
+          : resolve(values.DATA_DIR ?? defaultDataDir(source)),
     },
   };
 }
 
 /** The resolved process configuration with secrets hidden. */
 export function describeProcessConfig(config: ProcessConfig): Record<string, unknown> {
-  return { ...describeEnv(processEnvShape, config), shutdownDelayMs: config.shutdownDelayMs, peers: config.peers };
+  return { ...describeEnv(processEnvShape, config), shutdownDelayMs: config.shutdownDelayMs, peers: config.peers, dataDir: config.dataDir };
 }

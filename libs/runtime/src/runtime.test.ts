@@ -1,6 +1,7 @@
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createHttpApp } from './http.js';
-import { loadProcessConfig, type ProcessConfig } from './process-config.js';
+import { defaultDataDir, loadProcessConfig, type ProcessConfig } from './process-config.js';
 import { resolveModules, type ModuleDefinition, type RuntimeLogger } from './registry.js';
 import { createRuntime, loadModuleSettings } from './runtime.js';
 import { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
@@ -214,18 +215,40 @@ describe('configuration: process', () => {
       'AUDIT_GRPC_URL',
       'IMPORTS_EXPORTS_GRPC_URL',
       'ISSUES_GRPC_URL',
+      'MONGODB_URI',
       'NATS_URL',
       'SERVICE_INTERNAL_SECRET',
     ]);
     expect(loaded.problems.find((p) => p.variable === 'NATS_URL')?.message).toMatch(/in-process event bus cannot span processes/);
+    expect(loaded.problems.find((p) => p.variable === 'MONGODB_URI')?.message).toMatch(/DATA_DIR=:memory:/);
   });
 
   it('configuration: the issues target needs no peers', () => {
     const loaded = loadProcessConfig(
-      { NATS_URL: 'nats://127.0.0.1:4222', SERVICE_INTERNAL_SECRET: 'x'.repeat(32) },
+      { NATS_URL: 'nats://127.0.0.1:4222', SERVICE_INTERNAL_SECRET: 'x'.repeat(32), MONGODB_URI: 'mongodb://127.0.0.1:27017' },
       'issues',
     );
     expect(loaded.ok).toBe(true);
+  });
+
+  it('configuration: a single-service target runs on the embedded store only when DATA_DIR says so', () => {
+    const base = { NATS_URL: 'nats://127.0.0.1:4222', SERVICE_INTERNAL_SECRET: 'x'.repeat(32) };
+    const memory = loadProcessConfig({ ...base, DATA_DIR: ':memory:' }, 'issues');
+    expect(memory.ok && memory.value.dataDir).toBe(':memory:');
+    const files = loadProcessConfig({ ...base, DATA_DIR: 'relative/dir' }, 'issues');
+    expect(files.ok && files.value.dataDir).toBe(path.resolve('relative/dir'));
+    const mongo = loadProcessConfig({ ...base, MONGODB_URI: 'mongodb://127.0.0.1:27017', DATA_DIR: '/ignored' }, 'issues');
+    expect(mongo.ok && mongo.value.dataDir).toBeUndefined();
+  });
+
+  it('configuration: all-in-one keeps its data under the user data directory unless DATA_DIR says otherwise', () => {
+    const loaded = loadProcessConfig({ HOME: '/home/u' });
+    expect(loaded.ok && loaded.value.dataDir).toBe(process.platform === 'linux' ? '/home/u/.local/share/planning-service' : defaultDataDir({ HOME: '/home/u' }));
+    expect(loadProcessConfig({ HOME: '/home/u', XDG_DATA_HOME: '/xdg' }).ok && defaultDataDir({ HOME: '/home/u', XDG_DATA_HOME: '/xdg' }, 'linux')).toBe('/xdg/planning-service');
+    expect(defaultDataDir({ HOME: '/Users/u' }, 'darwin')).toBe('/Users/u/Library/Application Support/planning-service');
+    expect(defaultDataDir({ HOME: 'C:\\Users\\u', LOCALAPPDATA: 'C:\\Users\\u\\AppData\\Local' }, 'win32')).toContain('planning-service');
+    const memory = loadProcessConfig({ DATA_DIR: ':memory:' });
+    expect(memory.ok && memory.value.dataDir).toBe(':memory:');
   });
 
   it('configuration: an unknown target is reported as --target', () => {

@@ -1,38 +1,45 @@
 /**
- * `@planning/store`: the document store port, its two adapters and `createStore`, which picks
- * one from configuration.
+ * `@planning/store`: the document store port, the embedded adapter on SQLite and `createStore`,
+ * which picks an adapter from configuration. The MongoDB adapter (and the driver) is loaded only
+ * when configured; import `@planning/store/mongo` to use it directly.
  */
-import { createEmbeddedStore } from './embedded/embedded-store.js';
-import { createMongoStore } from './mongo/mongo-store.js';
+import { createSqliteStore, MEMORY, type SqliteDocumentStore, type SqliteStoreOptions } from './sqlite/sqlite-store.js';
 import type { DocumentStore } from './port.js';
 
 export * from './port.js';
 export { escapeRegExp } from './regex.js';
 export { MAX_TRANSACTION_ATTEMPTS } from './retry-policy.js';
 export {
-  createEmbeddedStore,
-  type EmbeddedCollection,
-  type EmbeddedDocumentStore,
-  type EmbeddedStoreOptions,
-  type EmbeddedTransaction,
+  createSqliteStore,
+  MEMORY,
   type QueryExplain,
-} from './embedded/embedded-store.js';
-export { createMongoStore, type MongoStoreOptions } from './mongo/mongo-store.js';
+  type SqliteCollection,
+  type SqliteDocumentStore,
+  type SqliteStoreOptions,
+  type StoreTransaction,
+} from './sqlite/sqlite-store.js';
+export { importLegacyStore, type LegacyImportResult } from './sqlite/legacy-import.js';
+export type { SqliteCollection as EmbeddedCollection, SqliteDocumentStore as EmbeddedDocumentStore, StoreTransaction as EmbeddedTransaction } from './sqlite/sqlite-store.js';
+
+export type EmbeddedStoreOptions = Partial<SqliteStoreOptions>;
+
+/** The embedded store: SQLite in the file `path`, or in memory (the default, for tests). */
+export function createEmbeddedStore(options: EmbeddedStoreOptions = {}): SqliteDocumentStore {
+  return createSqliteStore({ ...options, path: options.path ?? MEMORY });
+}
 
 export type StoreConfig =
-  | { kind: 'embedded'; dataDir?: string; name?: string }
+  | { kind: 'embedded'; /** SQLite file, or `:memory:`. */ path: string }
   | { kind: 'mongodb'; uri: string; database: string; appName?: string };
 
 /** Opens the store the configuration names. */
-export function createStore(config: StoreConfig): DocumentStore {
+export async function createStore(config: StoreConfig): Promise<DocumentStore> {
   switch (config.kind) {
-    case 'embedded': {
-      const options: { dataDir?: string; name?: string } = {};
-      if (config.dataDir !== undefined) options.dataDir = config.dataDir;
-      if (config.name !== undefined) options.name = config.name;
-      return createEmbeddedStore(options);
-    }
+    case 'embedded':
+      return createSqliteStore({ path: config.path });
     case 'mongodb': {
+      // Loaded here only: a process on the embedded store never loads the MongoDB driver.
+      const { createMongoStore } = await import('./mongo/mongo-store.js');
       const options: { uri: string; database: string; appName?: string } = { uri: config.uri, database: config.database };
       if (config.appName !== undefined) options.appName = config.appName;
       return createMongoStore(options);

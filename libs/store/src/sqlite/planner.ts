@@ -77,6 +77,12 @@ export interface Plan {
   where: string[];
   /** `ORDER BY ...` or ''. */
   orderBy: string;
+  /**
+   * Runs to merge in order: one SELECT per set of conditions (added to `where`), combined with
+   * UNION ALL; `orderBy` then names the `o<n>` columns each SELECT adds (`orderColumns`).
+   */
+  runs?: string[][];
+  orderColumns?: string;
   /** The filter's SQL form over `c.doc`: 1, 0 or NULL (decide in JS). */
   residual: string;
   params: Params;
@@ -88,6 +94,9 @@ export interface Plan {
 
 /** Upper bound on point lookups built from `$in` lists before the prefix stops growing. */
 const MAX_POINTS = 1000;
+
+/** Upper bound on runs merged into one ordered walk (one SELECT each). */
+const MAX_MERGED_RUNS = 32;
 
 /**
  * Relative cost of a full-text candidate against an index entry walked in order: the candidates
@@ -101,9 +110,9 @@ interface IndexCandidate {
   points: Buffer[][];
   prefix: number;
   range: { lower?: { key: Buffer; inclusive: boolean }; upper?: { key: Buffer; inclusive: boolean }; bracket: readonly [number, number] } | undefined;
-  /** SQL ORDER BY over index columns that yields the requested order, if any. */
-  orderBy: string | undefined;
-  /** That order comes from walking the index (no sort step in SQLite). */
+  /** How the index yields the requested order, if it does. */
+  order: IndexOrder | undefined;
+  /** The order comes from walking the index (one run, or merged runs): a page stops the walk. */
   walk: boolean;
   covered: boolean;
 }
@@ -119,8 +128,19 @@ function isExactEquality(value: unknown): boolean {
 
 const col = (i: number): string => `x.k${i}`;
 
-/** Orders that a walk of the index (after its constant prefix) gives, forwards or backwards. */
-function indexOrder(idx: PlannerIndex, prefix: number, constant: ReadonlySet<string>, sort: readonly SortKey[]): { orderBy: string; walk: boolean } | undefined {
+/** How an index gives the requested order, if it can. */
+interface IndexOrder {
+  /** Index columns (with directions) that yield the order: for ORDER BY, or to merge runs by. */
+  columns: { sql: string; dir: 1 | -1 }[];
+  /**
+   * Several `$in` points come before the sort keys: each point's run is walked in order and the
+   * runs are merged (no sort step, the walk still stops after a page).
+   */
+  merge: boolean;
+}
+
+/** Whether walking the index (after its fixed prefix) yields exactly the requested order. */
+function indexOrder(idx: PlannerIndex, prefix: number, constant: ReadonlySet<string>, sort: readonly SortKey[]): IndexOrder | undefined {
   if (idx.multikey) return undefined;
   // The requested order: sort keys without those fixed to one value, then `_id` in the direction
   // of the last sort key (the tie order every plan gives).
@@ -131,32 +151,35 @@ function indexOrder(idx: PlannerIndex, prefix: number, constant: ReadonlySet<str
     if (k.path === '_id') break;
   }
   if (wanted.at(-1)?.[0] !== '_id') wanted.push(['_id', sort[sort.length - 1]?.dir ?? 1]);
-  // Index columns after the prefix (constant ones drop out), then its `_id` column.
-  const columns: { field: string; sql: string; dir: 1 | -1 }[] = [];
-  for (let i = 0; i < idx.fields.length; i++) {
-    const field = idx.fields[i] as string;
-    if (i < prefix && constant.has(field)) continue;
-    columns.push({ field, sql: col(i), dir: idx.dirs[i] as 1 | -1 });
-  }
   const idDir = idx.dirs[idx.dirs.length - 1] ?? 1;
-  if (!idx.unique) columns.push({ field: '_id', sql: 'x.id', dir: idDir });
-  // A unique index has one entry per key: ties cannot happen, the `_id` column is not needed.
-  const target = idx.unique && wanted.length === columns.length + 1 ? wanted.slice(0, -1) : wanted;
-  if (target.length !== columns.length) return undefined;
-  let relation = 0;
-  const parts: string[] = [];
-  for (let i = 0; i < target.length; i++) {
-    const [path, dir] = target[i] as [string, 1 | -1];
-    const c = columns[i] as { field: string; sql: string; dir: 1 | -1 };
-    if (c.field !== path) return undefined;
-    const r = c.dir === dir ? 1 : -1;
-    if (relation === 0) relation = r;
-    else if (relation !== r) return undefined;
-    parts.push(`${c.sql} ${dir === 1 ? 'ASC' : 'DESC'}`);
-  }
-  // Several points of an `$in` before the sort keys: SQLite sorts the runs (still exact, no early stop).
-  const walk = idx.fields.slice(0, prefix).every((f) => constant.has(f));
-  return { orderBy: `ORDER BY ${parts.join(', ')}`, walk };
+  const match = (from: number, skipConstant: boolean): IndexOrder['columns'] | undefined => {
+    const columns: { field: string; sql: string; dir: 1 | -1 }[] = [];
+    for (let i = from; i < idx.fields.length; i++) {
+      const field = idx.fields[i] as string;
+      if (skipConstant && i < prefix && constant.has(field)) continue;
+      columns.push({ field, sql: col(i), dir: idx.dirs[i] as 1 | -1 });
+    }
+    // A unique index has one entry per key: ties cannot happen, its `_id` column is not needed.
+    if (!idx.unique) columns.push({ field: '_id', sql: 'x.id', dir: idDir });
+    const target = idx.unique && wanted.length === columns.length + 1 ? wanted.slice(0, -1) : wanted;
+    if (target.length !== columns.length) return undefined;
+    let relation = 0;
+    const out: IndexOrder['columns'] = [];
+    for (let i = 0; i < target.length; i++) {
+      const [path, dir] = target[i] as [string, 1 | -1];
+      const c = columns[i] as { field: string; sql: string; dir: 1 | -1 };
+      if (c.field !== path) return undefined;
+      const r = c.dir === dir ? 1 : -1;
+      if (relation === 0) relation = r;
+      else if (relation !== r) return undefined;
+      out.push({ sql: c.sql, dir });
+    }
+    return out;
+  };
+  const whole = match(0, true);
+  if (whole) return { columns: whole, merge: false };
+  const merged = match(prefix, false);
+  return merged ? { columns: merged, merge: true } : undefined;
 }
 
 function candidate(idx: PlannerIndex, conds: Map<string, FieldCondition>, req: PlanRequest): IndexCandidate | undefined {
@@ -187,13 +210,15 @@ function candidate(idx: PlannerIndex, conds: Map<string, FieldCondition>, req: P
       if (r.upper) range.upper = { key: encodeKey(r.upper.value), inclusive: r.upper.inclusive };
     }
   }
-  const order = req.sort ? indexOrder(idx, prefix, constant, req.sort) : undefined;
+  let order = req.sort ? indexOrder(idx, prefix, constant, req.sort) : undefined;
+  if (order?.merge && combos > MAX_MERGED_RUNS) order = undefined;
   if (prefix === 0 && !range && !order) return undefined;
   const covered =
     !idx.multikey &&
     range === undefined &&
     Object.entries(req.filter).every(([key, value]) => idx.fields.slice(0, prefix).includes(key) && isExactEquality(value));
-  return { idx, points, prefix, range, orderBy: order?.orderBy, walk: order?.walk ?? false, covered };
+  const walk = order !== undefined && (order.merge || idx.fields.slice(0, prefix).every((f) => constant.has(f)));
+  return { idx, points, prefix, range, order, walk, covered };
 }
 
 function dedupeKeys(keys: Buffer[]): Buffer[] {
@@ -207,6 +232,17 @@ function indexWhere(c: IndexCandidate, p: Params): string[] {
   c.points.forEach((keys, i) => {
     where.push(keys.length === 1 ? `${col(i)} = ${p.add(keys[0])}` : `${col(i)} IN (${keys.map((k) => p.add(k)).join(', ')})`);
   });
+  return [...where, ...rangeWhere(c, p)];
+}
+
+function cartesian(lists: Buffer[][]): Buffer[][] {
+  let out: Buffer[][] = [[]];
+  for (const list of lists) out = out.flatMap((prefix) => list.map((v) => [...prefix, v]));
+  return out;
+}
+
+function rangeWhere(c: IndexCandidate, p: Params): string[] {
+  const where: string[] = [];
   if (c.range) {
     const k = col(c.prefix);
     const { lower, upper, bracket } = c.range;
@@ -284,7 +320,7 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
     if (c) candidates.push(c);
   }
   const text = req.countOnly && candidates.some((c) => c.covered) ? undefined : textCandidate(coll, req.filter);
-  const inOrder = (c: IndexCandidate): boolean => req.sort === undefined || c.orderBy !== undefined;
+  const inOrder = (c: IndexCandidate): boolean => req.sort === undefined || c.order !== undefined;
 
   const chosen = choose(coll, req, candidates, text);
   if (chosen === 'text' && text) {
@@ -292,12 +328,26 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
     return { ...finish('FTS', docs, where), index: text.text.name };
   }
   if (chosen === undefined || chosen === 'text') return finish('COLLSCAN', docs, base());
+  const source = `${chosen.idx.table} AS x CROSS JOIN ${docs} ON c.rid = x.rid`;
+  const order = req.sort ? chosen.order : undefined;
+  const direction = (d: 1 | -1): string => (d === 1 ? 'ASC' : 'DESC');
+  if (order?.merge) {
+    const range = rangeWhere(chosen, p);
+    return {
+      ...finish('IXSCAN', source, base()),
+      index: chosen.idx.name,
+      ordered: true,
+      runs: cartesian(chosen.points).map((point) => [...point.map((k, i) => `${col(i)} = ${p.add(k)}`), ...range]),
+      orderColumns: order.columns.map((c, i) => `${c.sql} AS o${i}`).join(', '),
+      orderBy: `ORDER BY ${order.columns.map((c, i) => `o${i} ${direction(c.dir)}`).join(', ')}`,
+    };
+  }
   const where = indexWhere(chosen, p);
   const plan: Plan = {
-    ...finish('IXSCAN', `${chosen.idx.table} AS x CROSS JOIN ${docs} ON c.rid = x.rid`, [...where, ...base()]),
+    ...finish('IXSCAN', source, [...where, ...base()]),
     index: chosen.idx.name,
     ordered: inOrder(chosen),
-    orderBy: req.sort && chosen.orderBy ? chosen.orderBy : '',
+    orderBy: order ? `ORDER BY ${order.columns.map((c) => `${c.sql} ${direction(c.dir)}`).join(', ')}` : '',
     duplicates: chosen.idx.multikey,
     covered: chosen.covered,
   };
@@ -320,7 +370,7 @@ function choose(
       for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return (a[i] as number) > (b[i] as number) ? c : best;
       return best;
     }, undefined);
-  const inOrder = (c: IndexCandidate): boolean => req.sort === undefined || c.orderBy !== undefined;
+  const inOrder = (c: IndexCandidate): boolean => req.sort === undefined || c.order !== undefined;
 
   // An index that decides the whole filter in the requested order: nothing can beat it.
   const perfect = longest(candidates.filter((c) => c.covered && (inOrder(c) && (req.sort === undefined || c.walk))));

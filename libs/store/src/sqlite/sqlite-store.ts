@@ -111,8 +111,8 @@ const DEFAULT_SWEEP_MS = 60_000;
 const VERSION_BLOCK = 10_000;
 /** Prepared statements kept per store (per shape of filter and sort). */
 const STATEMENT_CACHE = 1_000;
-/** Expired documents removed per sweep transaction. */
-const SWEEP_BATCH = 1_000;
+/** Expired documents removed per sweep (one transaction; a larger backlog continues right after). */
+const SWEEP_LIMIT = 5_000;
 
 interface Row {
   rid: number;
@@ -549,7 +549,11 @@ class SqliteStore implements SqliteDocumentStore {
     const seen = p.duplicates ? new Set<number>() : undefined;
     const rows: Row[] = [];
     if (p.ordered) {
-      const sql = `SELECT c.rid AS rid, c.v AS v, json(c.doc) AS doc, (${p.residual}) AS m FROM ${p.source} WHERE ${where} ${p.orderBy}`;
+      const select = `SELECT c.rid AS rid, c.v AS v, json(c.doc) AS doc, (${p.residual}) AS m`;
+      // Merged runs: SQLite merges the ordered SELECTs of a compound one (no sort step).
+      const sql = p.runs
+        ? `${p.runs.map((run) => `${select}, ${p.orderColumns} FROM ${p.source} WHERE ${[...run, where].join(' AND ')}`).join(' UNION ALL ')} ${p.orderBy}`
+        : `${select} FROM ${p.source} WHERE ${where} ${p.orderBy}`;
       explain.sql = sql;
       if (want > 0) {
         for (const r of this.prepare(sql).iterate(params) as IterableIterator<{ rid: number; v: number; doc: string; m: number | null }>) {
@@ -1049,27 +1053,33 @@ class SqliteStore implements SqliteDocumentStore {
 
   // ---- expiry ------------------------------------------------------------------------------
 
-  async sweepExpired(): Promise<number> {
+  /**
+   * Deletes up to SWEEP_LIMIT expired documents in one SQLite transaction, synchronously (before
+   * the returned promise is even looked at); the promise resolves once that is on disk.
+   */
+  sweepExpired(): Promise<number> {
     const now = this.clock().getTime();
-    let removed = 0;
-    for (const c of [...this.collections.values()]) {
-      for (const idx of c.indexes) {
-        const ttl = idx.spec.expireAfterSeconds;
-        if (ttl === undefined) continue;
-        const cutoff = encodeKey(new Date(now - ttl * 1000));
-        for (;;) {
-          const n = await this.write(() => {
-            const rids = (this.prepare(`SELECT DISTINCT rid FROM ${idx.table} WHERE k0 >= ? AND k0 <= ? LIMIT ${SWEEP_BATCH}`).all(Buffer.from([0x90]), cutoff) as { rid: number }[]).map((r) => r.rid);
-            const rows = this.rowsByRid(c, rids);
-            for (const row of rows.values()) this.put(c, row.doc._id as string, row, null);
-            return rows.size;
-          });
-          removed += n;
-          if (n < SWEEP_BATCH) break;
+    return this.write(() => {
+      let removed = 0;
+      for (const c of [...this.collections.values()]) {
+        for (const idx of c.indexes) {
+          const ttl = idx.spec.expireAfterSeconds;
+          if (ttl === undefined || removed >= SWEEP_LIMIT) continue;
+          const cutoff = encodeKey(new Date(now - ttl * 1000));
+          const stmt = this.prepare(`SELECT DISTINCT rid FROM ${idx.table} WHERE k0 >= ? AND k0 <= ? LIMIT ?`);
+          const rids = (stmt.all(Buffer.from([0x90]), cutoff, SWEEP_LIMIT - removed) as { rid: number }[]).map((r) => r.rid);
+          for (const row of this.rowsByRid(c, rids).values()) {
+            this.put(c, row.doc._id as string, row, null);
+            removed++;
+          }
         }
       }
-    }
-    return removed;
+      if (removed >= SWEEP_LIMIT) {
+        // More to do: continue soon rather than at the next interval, without blocking now.
+        setTimeout(() => void this.sweepExpired().catch(() => undefined), 10).unref();
+      }
+      return removed;
+    });
   }
 }
 

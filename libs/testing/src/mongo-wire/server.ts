@@ -5,6 +5,7 @@
  * itself as a one-member replica set primary of MongoDB 7.0 so the driver allows sessions and
  * transactions.
  */
+import { join } from 'node:path';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import type { Document } from 'bson';
 import { createEmbeddedStore } from '@planning/store';
@@ -48,7 +49,7 @@ function defaultLog(line: string): void {
 export async function startMongoWireServer(options: MongoWireServerOptions = {}): Promise<MongoWireServer> {
   const host = options.host ?? '127.0.0.1';
   const log = options.log ?? defaultLog;
-  const store = createEmbeddedStore(options.dataDir !== undefined ? { dataDir: options.dataDir, name: 'mongo-wire' } : {});
+  const store = createEmbeddedStore(options.dataDir !== undefined ? { path: join(options.dataDir, 'mongo-wire.sqlite') } : {});
   let catalog: Catalog;
   try {
     catalog = await Catalog.open(store);

@@ -1,7 +1,7 @@
 import { createUsageMeter } from '@planning/metering';
 import { PLANS } from '@planning/plans';
 import { createInProcessLimiter } from '@planning/rate-limit';
-import { createStore, type DocumentStore } from '@planning/store';
+import { createEmbeddedStore, type DocumentStore } from '@planning/store';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { GatewayDeps } from '../deps.js';
@@ -26,7 +26,7 @@ describe('token resolver', () => {
   let lookups = 0;
 
   beforeEach(async () => {
-    store = createStore({ kind: 'embedded' });
+    store = createEmbeddedStore();
     plan = { planId: 'pro', status: 'active' };
     lookups = 0;
     deps = {

@@ -35,7 +35,7 @@ export interface TaskSearch {
 /**
  * The indexes search relies on: every sort within a workspace, and the common filters followed by
  * the default sort, so that a filtered first page is an ordered index walk that stops after
- * `limit` matches. Labels (an array) get an equality index; text gets a key-scanned index.
+ * `limit` matches. Labels (an array) get an equality index; text gets a substring index.
  */
 export const TASK_INDEXES: readonly IndexSpec[] = [
   { name: 'ws_priority', keys: { workspaceId: 1, 'sortKeys.priority': 1 } },
@@ -51,13 +51,10 @@ export const TASK_INDEXES: readonly IndexSpec[] = [
   { name: 'ws_open_dependencies', keys: { workspaceId: 1, openDependencyCount: 1 } },
   { name: 'ws_initiative', keys: { workspaceId: 1, initiativeId: 1 } },
   { name: 'ws_parent', keys: { workspaceId: 1, parentId: 1 } },
-  // Text: the engine tests a literal `q` on index keys without fetching documents (MongoDB scans
-  // index keys for a regex the same way). With the default sort the walk in priority order tests
-  // the text on its keys and stops after a page (see `searchQuery`); for other sorts the whole
-  // workspace's keys are tested, in the order the texts were written (the time-ordered id), which
-  // is several times faster than jumping through memory in text order.
-  { name: 'ws_search', keys: { workspaceId: 1, _id: 1, searchText: 1 } },
-  { name: 'ws_priority_search', keys: { workspaceId: 1, 'sortKeys.priority': 1, searchText: 1 } },
+  // Text: a literal `q` is a substring of the case-folded `searchText`. The embedded store answers it
+  // from a trigram full-text index (three characters or more) kept in the same transaction as the
+  // task; MongoDB scans the index keys of the workspace for the regular expression.
+  { name: 'ws_text', keys: { workspaceId: 1, searchText: 1 }, substring: true },
   // Reverse dependency lookups (dependents of a task); task ids are unique across workspaces.
   { name: 'dependencies', keys: { dependencies: 1 } },
 ];
@@ -83,8 +80,5 @@ export function searchQuery(search: TaskSearch): { filter: Filter; sort: SortSpe
   const key = `sortKeys.${search.sort}`;
   const dir = search.direction === 'asc' ? 1 : -1;
   if (search.after !== undefined) filter[key] = dir === 1 ? { $gt: search.after } : { $lt: search.after };
-  // Sort keys are unique, so a second sort key never reorders anything; naming the text lets the
-  // priority walk use `ws_priority_search` and test `q` on its keys.
-  if (search.q !== undefined && search.sort === 'priority') return { filter, sort: { [key]: dir, searchText: dir } };
   return { filter, sort: { [key]: dir } };
 }

@@ -126,7 +126,7 @@ function makeTasks(
  */
 export async function createSearchFixture(options: SearchFixtureOptions): Promise<SearchFixture> {
   const rnd = random(options.seed ?? 42);
-  const store = options.store ?? createEmbeddedStore({ name: 'bench' });
+  const store = options.store ?? createEmbeddedStore();
   const quiet = { info() {}, warn() {}, error() {}, debug() {} };
   const outbox = await createOutbox({ store, bus: createInProcessBus(), source: 'issues', logger: quiet });
   const tasks = store.collection<TaskRecord>('tasks');
