@@ -69,7 +69,8 @@ describe('imports: core', () => {
   let core: ImportsCore;
 
   beforeEach(async () => {
-    store = createEmbeddedStore();
+    // The store's TTL sweep reads the same clock as the service.
+    store = createEmbeddedStore({ clock: () => now });
     now = new Date('2026-11-22T10:00:00.000Z');
     issues = fakeIssues();
     repo = await ImportRepository.open(store as DocumentStore);
@@ -151,6 +152,21 @@ describe('imports: core', () => {
     const later = await core.commit(ctx, 'c-c', p.id);
     expect(later.summary).toEqual({ created: 0, updated: 0, skipped: 3, totalOperations: 0 });
     expect(later.errors.map((e) => e.row)).toEqual([1, 2, 3]);
+  });
+
+  it('imports: retention: a preview and its stored rows are swept by the TTL index a week after they expire', async () => {
+    const p = await preview({ schemaId: IMPORT_SCHEMA_ID, schemaVersion: IMPORT_SCHEMA_VERSION, issues: rows(3) });
+    const other = await preview({ schemaId: IMPORT_SCHEMA_ID, schemaVersion: IMPORT_SCHEMA_VERSION, issues: rows(2) }, 'p-2');
+    expect(await repo.chunks.countDocuments({ previewId: p.id })).toBe(3);
+    // Expired (24 h) but still there, so a late commit learns it expired rather than "not found".
+    now = new Date(now.getTime() + 86_400_000 + 1);
+    await store.sweepExpired();
+    expect((await failure(core.commit(ctx, 'c-late', p.id))).details.reason).toBe('preview-expired');
+    now = new Date(now.getTime() + 7 * 86_400_000);
+    await store.sweepExpired();
+    expect(await repo.get(p.id)).toBeNull();
+    expect(await repo.get(other.id)).toBeNull();
+    expect(await repo.chunks.countDocuments({})).toBe(0);
   });
 
   it('imports: a payload nested deeper than the limit is a 400 naming payload, never a crash', async () => {
