@@ -65,7 +65,7 @@ describe('substring index (FTS5 trigram)', () => {
         }
       };
 
-      await check(400);
+      await check(250);
       // Rewrite, delete and add text; the index follows every write.
       const ids = [...docs.keys()];
       for (let i = 0; i < 300; i++) {
@@ -88,7 +88,7 @@ describe('substring index (FTS5 trigram)', () => {
           docs.delete(id);
         }
       }
-      await check(300);
+      await check(150);
       // Inside a transaction: its own writes count, through the same queries.
       await store.withTransaction(async (session) => {
         await c.insertOne({ _id: 'tx-new', ws: 'w1', text: 'zqxjk unique needle ✓' }, { session });
@@ -103,7 +103,7 @@ describe('substring index (FTS5 trigram)', () => {
     } finally {
       await store.close();
     }
-  });
+  }, 180_000);
 
   it('text: three or more characters use the trigram index; shorter text is tested on the documents', async () => {
     const store = createSqliteStore({ path: ':memory:' });
