@@ -4,21 +4,23 @@ import { modulesFor } from './modules.js';
 describe('module registry: targets', () => {
   it('module registry: all turns on every service, the shared infrastructure and the demo data', () => {
     const modules = modulesFor('all');
-    for (const name of ['gateway', 'issues', 'agents-claims', 'imports-exports', 'audit', 'bus', 'rpc-server', 'rpc-clients', 'http', 'demo']) {
+    for (const name of ['gateway', 'issues', 'agents-claims', 'imports-exports', 'audit', 'metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'demo']) {
       expect(modules).toContain(name);
     }
-    expect(modules).toHaveLength(10);
+    expect(modules).toHaveLength(11);
+    // The metrics endpoint starts first and stops last.
+    expect(modules[0]).toBe('metrics');
     // The demo seeds through the services once the gateway has created the administrator.
     expect(modules.indexOf('demo')).toBeGreaterThan(modules.indexOf('gateway'));
     expect(modules.indexOf('demo')).toBeGreaterThan(modules.indexOf('issues'));
   });
 
   it.each([
-    ['gateway', ['bus', 'rpc-server', 'rpc-clients', 'http', 'gateway']],
-    ['issues', ['bus', 'rpc-server', 'http', 'issues']],
-    ['agents-claims', ['bus', 'rpc-server', 'rpc-clients', 'http', 'agents-claims']],
-    ['imports-exports', ['bus', 'rpc-server', 'rpc-clients', 'http', 'imports-exports']],
-    ['audit', ['bus', 'rpc-server', 'rpc-clients', 'http', 'audit']],
+    ['gateway', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'gateway']],
+    ['issues', ['metrics', 'bus', 'rpc-server', 'http', 'issues']],
+    ['agents-claims', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'agents-claims']],
+    ['imports-exports', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'imports-exports']],
+    ['audit', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'audit']],
   ] as const)('module registry: --target=%s runs exactly its service and what it needs', (target, expected) => {
     expect([...modulesFor(target)].sort()).toEqual([...expected].sort());
   });

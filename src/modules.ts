@@ -10,6 +10,7 @@ import { demoModule, issuesModule } from '@planning/issues';
 import {
   busModule,
   httpModule,
+  metricsModule,
   resolveModules,
   rpcClientsModule,
   rpcServerModule,
@@ -20,6 +21,7 @@ import {
 
 /** In definition order: infrastructure first, then the services, the gateway, then the demo data. */
 export const MODULES: readonly AnyModuleDefinition[] = [
+  metricsModule,
   busModule,
   rpcServerModule,
   rpcClientsModule,
@@ -34,11 +36,11 @@ export const MODULES: readonly AnyModuleDefinition[] = [
 
 /**
  * The modules a target asks for: its services, plus the HTTP server every process has for `/live`
- * and `/ready`. The all-in-one mode (local use) also seeds the demo workspace (DECISIONS §1;
+ * and `/ready`, and the metrics endpoint. The all-in-one mode (local use) also seeds the demo workspace (DECISIONS §1;
  * `SERVICE_DEMO=0` turns the seeding off).
  */
 export function rootsOf(target: Target): string[] {
-  return [...servicesOf(target), 'http', ...(target === 'all' ? ['demo'] : [])];
+  return ['metrics', ...servicesOf(target), 'http', ...(target === 'all' ? ['demo'] : [])];
 }
 
 /** The modules a target runs, in start order. */

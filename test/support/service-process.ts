@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { getFreePort } from '@planning/testing';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const ENTRY = join(ROOT, 'dist', 'main.mjs');
@@ -20,6 +21,8 @@ export class ServiceProcess {
   private child: ChildProcess | undefined;
   private exited: Promise<number | null> | undefined;
   readonly output: string[] = [];
+  /** The process's METRICS_PORT (chosen at its first start, kept across restarts). */
+  metricsPort: number | undefined;
 
   constructor(
     readonly name: string,
@@ -36,11 +39,18 @@ export class ServiceProcess {
     return `http://127.0.0.1:${this.httpPort}`;
   }
 
+  /** `GET` this URL for the process's Prometheus metrics. */
+  get metricsUrl(): string {
+    return `http://127.0.0.1:${this.metricsPort ?? 0}/metrics`;
+  }
+
   async start(options: { waitReady?: boolean; timeoutMs?: number } = {}): Promise<void> {
     hookExit();
+    // Every process serves /metrics on a port of its own; processes of concurrent suites must not collide.
+    this.metricsPort ??= Number(this.env.METRICS_PORT ?? (await getFreePort()));
     const child = spawn(process.execPath, ['--enable-source-maps', ENTRY, ...this.args], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...this.env },
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', METRICS_PORT: String(this.metricsPort), ...this.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;

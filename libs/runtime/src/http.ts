@@ -4,6 +4,7 @@
  */
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Span } from '@opentelemetry/api';
 import { ServiceError, toServiceError } from '@planning/errors';
+import { recordHttpServerRequest } from '@planning/telemetry';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
@@ -61,8 +62,9 @@ const tracer = trace.getTracer('planning-http');
 
 /**
  * A SERVER span per request that continues the caller's W3C trace context, so a request's gRPC
- * calls and the events it causes join one trace. Named by route pattern, never by raw URL
- * (paths and query strings may carry ids). Health probes are not traced.
+ * calls and the events it causes join one trace, and its duration in the
+ * `http.server.request.duration` histogram. Named by route pattern, never by raw URL (paths and
+ * query strings may carry ids). Health probes are neither traced nor counted.
  */
 function registerTracing(app: FastifyInstance): void {
   app.decorateRequest('traceSpan', undefined);
@@ -91,6 +93,13 @@ function registerTracing(app: FastifyInstance): void {
     span.setAttribute('http.response.status_code', reply.statusCode);
     if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
     span.end();
+    recordHttpServerRequest({
+      method: request.method,
+      route: request.routeOptions.url,
+      statusCode: reply.statusCode,
+      scheme: request.protocol,
+      seconds: reply.elapsedTime / 1000,
+    });
   });
 }
 

@@ -3,4 +3,5 @@ export * from './runtime.js';
 export * from './process-config.js';
 export * from './http.js';
 export * from './infra.js';
+export * from './metrics.js';
 export { configureFailpoints, failpoint, FailpointError } from './failpoints.js';

@@ -28,6 +28,9 @@ export const processEnvShape = {
   PORT: env.port().default(8080),
   GRPC_HOST: env.string().default('0.0.0.0'),
   GRPC_PORT: env.port().default(50051),
+  /** `GET /metrics` (Prometheus text format), on a port of its own that no public Service exposes. */
+  METRICS_HOST: env.string().default('0.0.0.0'),
+  METRICS_PORT: env.port().default(9464),
   NATS_URL: env.urlList(['nats', 'tls']).optional(),
   REDIS_URL: secret(env.url(['redis', 'rediss']).optional()),
   MONGODB_URI: secret(env.url(['mongodb', 'mongodb+srv']).optional()),
@@ -172,6 +175,13 @@ export function loadProcessConfig(source: NodeJS.ProcessEnv, targetOverride?: st
       if (typeof address === 'string') peers[peer] = address;
       else problems.push({ variable, message: `is required for --target=${target} (it calls ${peer} over gRPC)` });
     }
+  }
+
+  if (values.METRICS_PORT === values.PORT || values.METRICS_PORT === values.GRPC_PORT) {
+    problems.push({
+      variable: 'METRICS_PORT',
+      message: `must differ from PORT and GRPC_PORT (${values.METRICS_PORT} is taken): metrics stay off the ports that carry traffic`,
+    });
   }
 
   if (problems.length > 0) return { ok: false, problems };

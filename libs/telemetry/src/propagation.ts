@@ -57,27 +57,101 @@ export function withExtractedContext<T>(headers: TraceCarrier | undefined, fn: (
   return context.with(extracted, fn);
 }
 
+const tracer = () => trace.getTracer('planning-bus');
+
+/** What identifies a message for its producer and consumer spans. */
+export interface MessageInfo {
+  /** `messaging.system`: `nats`, or `in-process`. */
+  system: string;
+  /** The subject, e.g. `planning.issues.task.created` (`messaging.destination.name`). */
+  subject: string;
+  /** The event id, also the bus message id (`messaging.message.id`). */
+  messageId: string;
+}
+
 /**
- * Runs a message handler in a CONSUMER span that continues the trace the message carries (the
- * producer's context travels in its headers), and marks the span as failed when fn throws.
+ * Publishes in a PRODUCER span `send <subject>`. Its parent is the context the message's headers
+ * carry (an outbox stores the context of the request that recorded the event, and publishes
+ * later), else the active one. `publish` gets the headers to send: the given ones with the
+ * producer span's context in place of the stored one, so consumers continue from this span.
  */
-export async function withConsumerSpan<T>(
-  name: string,
+export async function withProducerSpan<T>(
+  message: MessageInfo,
+  headers: Readonly<Record<string, string>> | undefined,
+  publish: (headers: Record<string, string>) => Promise<T>,
+): Promise<T> {
+  const stored = headers && Object.keys(headers).some((k) => k.toLowerCase() === 'traceparent');
+  const parent = stored ? propagation.extract(ROOT_CONTEXT, headers, carrierGetter) : context.active();
+  const span = tracer().startSpan(
+    `send ${message.subject}`,
+    {
+      kind: SpanKind.PRODUCER,
+      attributes: {
+        'messaging.system': message.system,
+        'messaging.operation.type': 'send',
+        'messaging.operation.name': 'publish',
+        'messaging.destination.name': message.subject,
+        'messaging.message.id': message.messageId,
+      },
+    },
+    parent,
+  );
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(headers ?? {})) {
+    if (!['traceparent', 'tracestate'].includes(key.toLowerCase())) out[key] = value;
+  }
+  const spanContext = trace.setSpan(parent, span);
+  propagation.inject(spanContext, out);
+  try {
+    return await context.with(spanContext, () => publish(out));
+  } catch (err) {
+    span.recordException(err as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR });
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/**
+ * Runs a message handler in a CONSUMER span `process <subject>` that continues the trace the
+ * message carries (its producer span is the parent, and linked, as the messaging conventions
+ * advise), and marks the span as failed when the handler throws.
+ */
+export function withConsumerSpan<T>(
+  message: MessageInfo & { consumerGroup: string; deliveryCount?: number },
   headers: TraceCarrier | undefined,
-  attributes: Record<string, string | number | boolean>,
   fn: () => Promise<T>,
 ): Promise<T> {
-  return withExtractedContext(headers, () =>
-    trace.getTracer('planning-bus').startActiveSpan(name, { kind: SpanKind.CONSUMER, attributes }, async (span) => {
-      try {
-        return await fn();
-      } catch (err) {
-        span.recordException(err as Error);
-        span.setStatus({ code: SpanStatusCode.ERROR });
-        throw err;
-      } finally {
-        span.end();
-      }
-    }),
+  const parent = headers ? propagation.extract(ROOT_CONTEXT, headers, carrierGetter) : ROOT_CONTEXT;
+  const producer = trace.getSpanContext(parent);
+  return context.with(parent, () =>
+    tracer().startActiveSpan(
+      `process ${message.subject}`,
+      {
+        kind: SpanKind.CONSUMER,
+        links: producer ? [{ context: producer }] : [],
+        attributes: {
+          'messaging.system': message.system,
+          'messaging.operation.type': 'process',
+          'messaging.operation.name': 'process',
+          'messaging.destination.name': message.subject,
+          'messaging.consumer.group.name': message.consumerGroup,
+          'messaging.message.id': message.messageId,
+          ...(message.deliveryCount !== undefined ? { 'messaging.message.delivery_count': message.deliveryCount } : {}),
+        },
+      },
+      async (span) => {
+        try {
+          return await fn();
+        } catch (err) {
+          span.recordException(err as Error);
+          span.setStatus({ code: SpanStatusCode.ERROR });
+          throw err;
+        } finally {
+          span.end();
+        }
+      },
+    ),
   );
 }

@@ -31,8 +31,22 @@ describe('resolveTraceExportSettings', () => {
       disabled: false,
       serviceName: 'svc',
       exporters: [],
+      protocol: 'http/protobuf',
+      url: undefined,
       otlpTracesUrl: undefined,
     });
+  });
+
+  it('settings: OTEL_EXPORTER_OTLP_PROTOCOL picks the protocol; grpc uses the endpoint as given', () => {
+    const grpc = resolveTraceExportSettings('svc', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' });
+    expect(grpc).toMatchObject({ exporters: ['otlp'], protocol: 'grpc', url: 'http://collector:4317' });
+    const json = resolveTraceExportSettings('svc', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    expect(json).toMatchObject({ protocol: 'http/json', url: 'http://collector:4318/v1/traces' });
+    // The signal's own variable wins; an unknown protocol falls back to the default.
+    expect(
+      resolveTraceExportSettings('svc', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }).protocol,
+    ).toBe('http/protobuf');
+    expect(resolveTraceExportSettings('svc', { OTEL_EXPORTER_OTLP_PROTOCOL: 'carrier-pigeon' }).protocol).toBe('http/protobuf');
   });
 
   it('settings: an OTLP endpoint turns on the OTLP exporter at /v1/traces', () => {

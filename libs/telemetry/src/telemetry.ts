@@ -1,21 +1,52 @@
-import { context, diag, propagation, trace } from '@opentelemetry/api';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { hostname } from 'node:os';
+import { context, diag, metrics, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
+import { OTLPMetricExporter as OTLPMetricExporterGrpc } from '@opentelemetry/exporter-metrics-otlp-grpc';
+import { OTLPMetricExporter as OTLPMetricExporterJson } from '@opentelemetry/exporter-metrics-otlp-http';
+import { OTLPMetricExporter as OTLPMetricExporterProto } from '@opentelemetry/exporter-metrics-otlp-proto';
+import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+import { OTLPTraceExporter as OTLPTraceExporterGrpc } from '@opentelemetry/exporter-trace-otlp-grpc';
+import { OTLPTraceExporter as OTLPTraceExporterJson } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OTLPTraceExporterProto } from '@opentelemetry/exporter-trace-otlp-proto';
+import { defaultResource, detectResources, envDetector, resourceFromAttributes, type Resource } from '@opentelemetry/resources';
+import {
+  ConsoleMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+  type MetricProducer,
+  type MetricReader,
+  type PushMetricExporter,
+} from '@opentelemetry/sdk-metrics';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import {
   BatchSpanProcessor,
   ConsoleSpanExporter,
   SimpleSpanProcessor,
+  type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
-import { ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
-
-export type TraceExporterName = 'otlp' | 'console';
+import {
+  ATTR_SERVICE_NAME,
+  ATTR_SERVICE_VERSION,
+} from '@opentelemetry/semantic-conventions';
+import product from '../../../package.json' with { type: 'json' };
+import { PullMetricReader, WorkerMetricsProducer, inWorkerThread, mergeScopeMetrics, serveWorkerMetrics } from './metrics-bridge.js';
+import {
+  resolveDeploymentEnvironment,
+  resolveMetricExportSettings,
+  resolveTraceExportSettings,
+  type MetricExporterName,
+  type OtlpTarget,
+  type TraceExporterName,
+} from './settings.js';
+import { TentativeSpanProcessor, tentativeAwarePropagator } from './tentative.js';
 
 export interface TelemetryOptions {
   serviceName: string;
+  /** `service.version`; defaults to the root package.json version. */
   serviceVersion?: string;
   /** Where the `OTEL_*` variables are read from; defaults to `process.env`. */
   env?: NodeJS.ProcessEnv;
@@ -31,93 +62,162 @@ export interface Telemetry {
   readonly enabled: boolean;
   /** The trace exporters configured from the environment. */
   readonly exporters: readonly TraceExporterName[];
-  /** Flushes pending spans (bounded wait) and unregisters the global providers. Idempotent. */
+  /** The metric exporters configured from the environment (`prometheus` unless turned off). */
+  readonly metricExporters: readonly MetricExporterName[];
+  /** The resource every span and metric carries. */
+  readonly resource: Resource;
+  /**
+   * Answers `GET /metrics` in the Prometheus text format (this thread's metrics and every worker
+   * thread's); undefined when the Prometheus exporter is off or in a worker thread.
+   */
+  readonly metricsHandler: ((request: IncomingMessage, response: ServerResponse) => void) | undefined;
+  /** Flushes pending spans and metrics (bounded wait) and unregisters the global providers. Idempotent. */
   shutdown(): Promise<void>;
 }
 
-export interface TraceExportSettings {
-  disabled: boolean;
-  serviceName: string;
-  exporters: TraceExporterName[];
-  /** Full OTLP traces URL; undefined means the exporter's default (localhost:4318). */
-  otlpTracesUrl: string | undefined;
-}
+export {
+  resolveTraceExportSettings,
+  resolveMetricExportSettings,
+  type TraceExporterName,
+  type MetricExporterName,
+} from './settings.js';
+export type { TraceExportSettings, MetricExportSettings, OtlpProtocol } from './settings.js';
 
 const SHUTDOWN_TIMEOUT_MS = 5_000;
 
-/**
- * Reads the standard `OTEL_*` variables the way this codebase interprets them. Unlike the SDK's
- * own default (OTLP to localhost), an unset `OTEL_TRACES_EXPORTER` exports over OTLP only when an
- * endpoint is configured, so a developer's laptop and the test suite make no network calls.
- */
-export function resolveTraceExportSettings(serviceName: string, env: NodeJS.ProcessEnv): TraceExportSettings {
-  const disabled = env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true';
-  const resolvedName = env.OTEL_SERVICE_NAME?.trim() || serviceName;
-  const tracesEndpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
-  const baseEndpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
-  const otlpTracesUrl = tracesEndpoint
-    ? tracesEndpoint
-    : baseEndpoint
-      ? `${baseEndpoint.replace(/\/+$/, '')}/v1/traces`
-      : undefined;
+function traceExporter(target: OtlpTarget): SpanExporter {
+  const config = target.url ? { url: target.url } : {};
+  if (target.protocol === 'grpc') return new OTLPTraceExporterGrpc(config);
+  if (target.protocol === 'http/json') return new OTLPTraceExporterJson(config);
+  return new OTLPTraceExporterProto(config);
+}
 
-  const requested = (env.OTEL_TRACES_EXPORTER ?? '')
-    .split(',')
-    .map((name) => name.trim().toLowerCase())
-    .filter((name) => name !== '');
-  let exporters: TraceExporterName[];
-  if (requested.length === 0) {
-    exporters = otlpTracesUrl ? ['otlp'] : [];
-  } else if (requested.includes('none')) {
-    exporters = [];
-  } else {
-    exporters = [];
-    for (const name of requested) {
-      if (name === 'otlp' || name === 'console') {
-        if (!exporters.includes(name)) exporters.push(name);
-      } else {
-        // diag stays silent unless OTEL_LOG_LEVEL asks for it, like the SDK's own warnings.
-        diag.warn(`OTEL_TRACES_EXPORTER: unsupported exporter "${name}" ignored (supported: otlp, console, none)`);
-      }
-    }
-  }
-  return { disabled, serviceName: resolvedName, exporters: disabled ? [] : exporters, otlpTracesUrl };
+function metricExporter(target: OtlpTarget): PushMetricExporter {
+  const config = target.url ? { url: target.url } : {};
+  if (target.protocol === 'grpc') return new OTLPMetricExporterGrpc(config);
+  if (target.protocol === 'http/json') return new OTLPMetricExporterJson(config);
+  return new OTLPMetricExporterProto(config);
+}
+
+/**
+ * The resource of every span and metric: service name, version and deployment environment,
+ * a per-process instance id, the host name, and `OTEL_RESOURCE_ATTRIBUTES`.
+ */
+function buildResource(serviceName: string, serviceVersion: string, env: NodeJS.ProcessEnv): Resource {
+  const environment = resolveDeploymentEnvironment(env);
+  return defaultResource()
+    .merge(
+      resourceFromAttributes({
+        [ATTR_SERVICE_VERSION]: serviceVersion,
+        'service.instance.id': randomUUID(),
+        'host.name': hostname(),
+        // The current key and the one most backends still group by.
+        'deployment.environment.name': environment,
+        'deployment.environment': environment,
+      }),
+    )
+    .merge(detectResources({ detectors: [envDetector] }))
+    .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: serviceName }));
 }
 
 let active: Telemetry | undefined;
 
 /**
- * Starts OpenTelemetry for this process. Always installs the W3C trace-context + baggage
+ * Starts OpenTelemetry for this thread. Always installs the W3C trace-context + baggage
  * propagator and the AsyncLocalStorage context manager, so trace context flows through gRPC
- * metadata and bus headers even when nothing is exported. No auto-instrumentation: the rpc and
- * bus libraries propagate explicitly.
+ * metadata and bus headers even when nothing is exported. No auto-instrumentation: the http, rpc
+ * and bus libraries instrument themselves.
+ *
+ * Metrics: the instruments of `instruments.ts` record into this thread's MeterProvider. In the
+ * main thread the exporters (Prometheus, OTLP) read it merged with every worker thread's; a
+ * worker thread only answers the main thread (metrics-bridge.ts).
  */
 export function startTelemetry(options: TelemetryOptions): Telemetry {
   if (active) throw new Error('startTelemetry: telemetry is already started in this process');
-  const settings = resolveTraceExportSettings(options.serviceName, options.env ?? process.env);
+  const env = options.env ?? process.env;
+  const traceSettings = resolveTraceExportSettings(options.serviceName, env);
+  const metricSettings = resolveMetricExportSettings(env);
+  const resource = buildResource(traceSettings.serviceName, options.serviceVersion ?? product.version, env);
 
-  const processors: SpanProcessor[] = [];
-  for (const name of settings.exporters) {
-    if (name === 'console') processors.push(new SimpleSpanProcessor({ exporter: new ConsoleSpanExporter() }));
-    else processors.push(new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: settings.otlpTracesUrl }) }));
+  const exporting: SpanProcessor[] = [];
+  for (const name of traceSettings.exporters) {
+    if (name === 'console') exporting.push(new SimpleSpanProcessor({ exporter: new ConsoleSpanExporter() }));
+    else exporting.push(new BatchSpanProcessor({ exporter: traceExporter(traceSettings) }));
   }
-  if (!settings.disabled) processors.push(...(options.spanProcessors ?? []));
+  if (!traceSettings.disabled) exporting.push(...(options.spanProcessors ?? []));
+  const processors = exporting.length > 0 ? [new TentativeSpanProcessor(exporting)] : [];
 
   const contextManager = new AsyncLocalStorageContextManager();
-  const propagator = new CompositePropagator({
-    propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()],
-  });
+  const propagator = tentativeAwarePropagator(
+    new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }),
+  );
+
+  // Metrics: this thread's instruments feed a pull reader; exporters read it (and worker threads) on demand.
+  const closers: (() => Promise<void> | void)[] = [];
+  let metricsHandler: Telemetry['metricsHandler'];
+  const metricExporters = inWorkerThread || metricSettings.disabled ? [] : metricSettings.exporters;
+  if (!metricSettings.disabled && metricSettings.exporters.length > 0) {
+    const ownReader = new PullMetricReader();
+    const appProvider = new MeterProvider({ resource, readers: [ownReader] });
+    metrics.setGlobalMeterProvider(appProvider);
+    closers.push(() => appProvider.shutdown());
+    if (inWorkerThread) {
+      const bridge = serveWorkerMetrics(ownReader);
+      closers.push(() => bridge.close());
+    } else {
+      const workers = new WorkerMetricsProducer();
+      closers.push(() => workers.close());
+      const merged: MetricProducer = {
+        async collect(collectOptions) {
+          const results = await Promise.all([ownReader.collect(collectOptions), workers.collect()]);
+          return {
+            resourceMetrics: { resource, scopeMetrics: mergeScopeMetrics(results.map((r) => r.resourceMetrics.scopeMetrics)) },
+            errors: results.flatMap((r) => r.errors),
+          };
+        },
+      };
+      // The exporting readers hang off a provider with no instruments of its own: all they
+      // report comes from the merged producer, so no series is reported twice.
+      const readers: MetricReader[] = [];
+      for (const name of metricSettings.exporters) {
+        if (name === 'prometheus') {
+          const prometheus = new PrometheusExporter({
+            preventServerStart: true,
+            metricProducers: [merged],
+            // service_name on every series: dashboards tell services apart without scrape labels.
+            withResourceConstantLabels: /^service\.name$/,
+            withoutScopeInfo: true,
+          });
+          readers.push(prometheus);
+          metricsHandler = (request, response) => prometheus.getMetricsRequestHandler(request, response);
+        } else {
+          const exporter = name === 'console' ? new ConsoleMetricExporter() : metricExporter(metricSettings);
+          readers.push(
+            new PeriodicExportingMetricReader({
+              exporter,
+              exportIntervalMillis: metricSettings.intervalMs,
+              exportTimeoutMillis: Math.min(metricSettings.timeoutMs, metricSettings.intervalMs),
+              metricProducers: [merged],
+            }),
+          );
+        }
+      }
+      const exportProvider = new MeterProvider({ resource, readers });
+      // Shut down first: a push reader's last export still reads the instruments.
+      closers.unshift(() => exportProvider.shutdown());
+    }
+  }
 
   let sdk: NodeSDK | undefined;
-  if (processors.length > 0) {
-    const attributes = options.serviceVersion ? { [ATTR_SERVICE_VERSION]: options.serviceVersion } : {};
+  if (!traceSettings.disabled) {
     sdk = new NodeSDK({
-      serviceName: settings.serviceName,
-      resource: defaultResource().merge(resourceFromAttributes(attributes)),
+      resource,
+      autoDetectResources: false,
       contextManager,
       textMapPropagator: propagator,
       spanProcessors: processors,
-      // Explicit empty lists: left out, the SDK would export metrics and logs over OTLP to localhost.
+      // Explicit empty lists: left out, the SDK would export metrics and logs over OTLP to
+      // localhost. Metrics are set up above.
       metricReaders: [],
       logRecordProcessors: [],
       instrumentations: [],
@@ -132,13 +232,22 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
   let stopped: Promise<void> | undefined;
   const handle: Telemetry = {
     enabled: processors.length > 0,
-    exporters: settings.exporters,
+    exporters: traceSettings.exporters,
+    metricExporters,
+    resource,
+    metricsHandler,
     shutdown() {
       stopped ??= (async () => {
         try {
-          if (sdk) await withTimeout(sdk.shutdown(), SHUTDOWN_TIMEOUT_MS);
+          const traces = sdk?.shutdown() ?? Promise.resolve();
+          // In order: the exporting readers' last collection still reads this thread's instruments.
+          const metricsDone = (async () => {
+            for (const close of closers) await close();
+          })();
+          await withTimeout(Promise.all([traces, metricsDone]).then(() => undefined), SHUTDOWN_TIMEOUT_MS);
         } finally {
           trace.disable();
+          metrics.disable();
           propagation.disable();
           context.disable();
           if (active === handle) active = undefined;
@@ -151,12 +260,17 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
   return handle;
 }
 
+/** The telemetry this thread started, if any. */
+export function activeTelemetry(): Telemetry | undefined {
+  return active;
+}
+
 async function withTimeout(promise: Promise<void>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<void>((resolve) => {
     // An unreachable collector must not hold the process open on exit.
     timer = setTimeout(() => {
-      diag.warn(`telemetry shutdown did not finish within ${ms} ms; pending spans dropped`);
+      diag.warn(`telemetry shutdown did not finish within ${ms} ms; pending spans and metrics dropped`);
       resolve();
     }, ms);
     timer.unref();

@@ -13,7 +13,7 @@ import {
   type RpcClientsExports,
   type RpcServerExports,
 } from '@planning/runtime';
-import { injectTraceHeaders, withExtractedContext } from '@planning/telemetry';
+import { injectTraceHeaders } from '@planning/telemetry';
 import { ClaimsCore } from './claims-core.js';
 import { IDEMPOTENCY_COLLECTION } from './core/context.js';
 import { agentsClaimsSettings, type AgentsClaimsSettings } from './config.js';
@@ -75,7 +75,8 @@ export const agentsClaimsModule: ModuleDefinition<AgentsClaimsSettings> = {
         await outbox.start();
         consumer = await bus.consume(
           { durable: CLAIMS_CONSUMER, filterSubjects: ['planning.issues.task.status-changed'], ackWaitMs: 30_000 },
-          (delivery) => withExtractedContext(delivery.headers, () => core.onTaskStatusChanged(delivery.event)),
+          // The bus runs each delivery in its consumer span (producer context from the headers).
+          (delivery) => core.onTaskStatusChanged(delivery.event),
         );
         sweeper.start();
       },

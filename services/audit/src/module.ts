@@ -8,7 +8,7 @@ import {
   type RpcServerExports,
 } from '@planning/runtime';
 import type { Consumer } from '@planning/bus';
-import { withConsumerSpan } from '@planning/telemetry';
+import { recordAuditWriteLag } from '@planning/telemetry';
 import { AuditService, createAuditService } from './rpc/audit-service.js';
 import { AuditEventRepository } from './store/audit-events.js';
 
@@ -34,15 +34,11 @@ export const auditModule: ModuleDefinition = {
       async start() {
         consumer = await bus.consume(
           { durable: AUDIT_CONSUMER, filterSubjects: ['planning.>'], ackWaitMs: 30_000 },
-          (delivery) =>
-            withConsumerSpan(
-              `${delivery.event.subject} process`,
-              delivery.headers,
-              { 'messaging.system': bus.kind, 'messaging.destination.name': delivery.event.subject, 'messaging.message.id': delivery.event.id },
-              async () => {
-                await events.record(delivery.event);
-              },
-            ),
+          // The bus runs each delivery in its consumer span (producer context from the headers).
+          async (delivery) => {
+            await events.record(delivery.event);
+            recordAuditWriteLag((Date.now() - Date.parse(delivery.event.occurredAt)) / 1000);
+          },
         );
       },
       async stop() {
