@@ -13,6 +13,7 @@ import type { EventBus, EventEnvelope } from '@planning/bus';
 import { newId } from '@planning/ids';
 import { failpoint } from '@planning/runtime/failpoints';
 import type { Collection, DocumentStore, IndexSpec, StoreSession, StoredDocument } from '@planning/store';
+import { observeOutbox } from '@planning/telemetry';
 
 export interface OutboxLogger {
   info(obj: object, msg?: string): void;
@@ -117,6 +118,7 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
   await collection.createIndexes(indexes);
 
   let timer: NodeJS.Timeout | undefined;
+  let unobserve: (() => void) | undefined;
   let running = false;
   let pass: Promise<void> | undefined;
   let again = false;
@@ -233,12 +235,22 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
     flush: () => runPass(),
     async start() {
       running = true;
+      // planning.outbox.pending and planning.outbox.lag, read from the store at each collection.
+      unobserve = observeOutbox(options.source, async () => {
+        const [pending, oldest] = await Promise.all([
+          collection.countDocuments({ pending: true }),
+          collection.find({ pending: true }, { sort: { _id: 1 }, limit: 1 }),
+        ]);
+        const createdAt = oldest[0]?.createdAt;
+        return { pending, oldestAgeSeconds: createdAt ? (clock().getTime() - createdAt.getTime()) / 1000 : 0 };
+      });
       // Whatever a crashed predecessor left behind goes out first.
       runPass().catch(() => undefined);
       schedule();
     },
     async stop() {
       running = false;
+      unobserve?.();
       if (timer) clearTimeout(timer);
       await pass?.catch(() => undefined);
     },

@@ -2,6 +2,7 @@ import { create, fromBinary, toBinary, type DescMethod, type DescService, type M
 import * as grpc from '@grpc/grpc-js';
 import { SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
 import { ServiceError } from '@planning/errors';
+import { recordRpcCall } from '@planning/telemetry';
 import { grpcCodeName, statusToServiceError } from './errors.js';
 import {
   ANONYMOUS_PRINCIPAL,
@@ -129,6 +130,14 @@ export function createRpcClient<S extends DescService>(service: S, options: RpcC
       attributes: { 'rpc.system': 'grpc', 'rpc.service': service.typeName, 'rpc.method': method.name },
     });
     propagation.inject(trace.setSpan(context.active(), span), metadata, metadataSetter);
+    const started = performance.now();
+    const record = (code: number, errorType?: string): void =>
+      recordRpcCall('client', {
+        method: what,
+        statusCode: grpcCodeName(code),
+        seconds: (performance.now() - started) / 1000,
+        ...(errorType ? { errorType } : {}),
+      });
 
     return new Promise<Message>((resolve, reject) => {
       const onAbort = (): void => pending.cancel();
@@ -148,11 +157,13 @@ export function createRpcClient<S extends DescService>(service: S, options: RpcC
             span.setAttribute('error.type', error.code);
             span.setStatus({ code: SpanStatusCode.ERROR, message: grpcCodeName(code) });
             span.end();
+            record(code, error.code);
             reject(error);
             return;
           }
           span.setAttribute('rpc.grpc.status_code', grpc.status.OK);
           span.end();
+          record(grpc.status.OK);
           resolve(response);
         },
       );

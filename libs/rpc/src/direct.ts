@@ -10,7 +10,7 @@ import { create, type DescMethod, type DescService, type Message } from '@bufbui
 import { Metadata } from '@grpc/grpc-js';
 import { SpanKind, SpanStatusCode, context, trace, type Context } from '@opentelemetry/api';
 import { ERROR_TABLE, ServiceError } from '@planning/errors';
-import type { Logger } from '@planning/telemetry';
+import { recordRpcCall, type Logger } from '@planning/telemetry';
 import { grpcCodeName } from './errors.js';
 import { invokeHandler, type BoundHandler, type HandlerOutcome } from './invoke.js';
 import { checkedCopy, copyMessage } from './isolate.js';
@@ -167,6 +167,15 @@ export function createDirectClient<S extends DescService>(service: S, options: D
       attributes: { 'rpc.system': 'direct', 'rpc.service': service.typeName, 'rpc.method': method.name },
     });
     const controller = new AbortController();
+    const started = performance.now();
+    const record = (code: number, errorType?: string): void =>
+      recordRpcCall('client', {
+        system: 'direct',
+        method: what,
+        statusCode: grpcCodeName(code),
+        seconds: (performance.now() - started) / 1000,
+        ...(errorType ? { errorType } : {}),
+      });
 
     return new Promise<Message>((resolve, reject) => {
       let settled = false;
@@ -179,6 +188,7 @@ export function createDirectClient<S extends DescService>(service: S, options: D
         span.setAttribute('error.type', error.code);
         span.setStatus({ code: SpanStatusCode.ERROR, message: grpcCodeName(code) });
         span.end();
+        record(code, error.code);
         reject(error);
       };
       const onAbort = (): void => {
@@ -218,6 +228,7 @@ export function createDirectClient<S extends DescService>(service: S, options: D
           cleanup();
           span.setAttribute('rpc.grpc.status_code', 0);
           span.end();
+          record(0);
           resolve(outcome.value);
         });
     });

@@ -8,7 +8,7 @@ import { create, type DescMethod, type DescService, type Message } from '@bufbui
 import { status as GrpcStatus, type Metadata } from '@grpc/grpc-js';
 import { SpanKind, SpanStatusCode, context, trace, type Context, type Span } from '@opentelemetry/api';
 import { ERROR_TABLE, ServiceError } from '@planning/errors';
-import type { Logger } from '@planning/telemetry';
+import { recordRpcCall, type Logger } from '@planning/telemetry';
 import { grpcCodeName } from './errors.js';
 import type { Principal } from './principal.js';
 import { TRACER_NAME } from './trace-metadata.js';
@@ -49,6 +49,7 @@ export type HandlerOutcome<T> = { ok: true; value: T } | { ok: false; error: Ser
 
 export function invokeHandler<T>(call: HandlerInvocation<T>): Promise<HandlerOutcome<T>> {
   const { service, method, logger } = call;
+  const started = performance.now();
   const span = trace.getTracer(TRACER_NAME).startSpan(
     `${service.typeName}/${method.name}`,
     { kind: SpanKind.SERVER, attributes: { 'rpc.system': call.system, 'rpc.service': service.typeName, 'rpc.method': method.name } },
@@ -67,6 +68,7 @@ export function invokeHandler<T>(call: HandlerInvocation<T>): Promise<HandlerOut
       });
       const value = call.finish(create(method.output, result as never));
       endSpan(span, GrpcStatus.OK);
+      record(call, GrpcStatus.OK, started);
       return { ok: true, value };
     } catch (err) {
       let error: ServiceError;
@@ -80,6 +82,7 @@ export function invokeHandler<T>(call: HandlerInvocation<T>): Promise<HandlerOut
         error = new ServiceError('internal', 'Internal error');
       }
       endSpan(span, ERROR_TABLE[error.code].grpc, error.code);
+      record(call, ERROR_TABLE[error.code].grpc, started, error.code);
       return { ok: false, error };
     }
   });
@@ -87,6 +90,17 @@ export function invokeHandler<T>(call: HandlerInvocation<T>): Promise<HandlerOut
 
 function rpcName(call: { service: DescService; method: DescMethod }) {
   return { service: call.service.typeName, method: call.method.name };
+}
+
+/** `rpc.server.call.duration`, as the span measures it. */
+function record(call: { service: DescService; method: DescMethod; system: string }, code: number, started: number, errorType?: string): void {
+  recordRpcCall('server', {
+    system: call.system,
+    method: `${call.service.typeName}/${call.method.name}`,
+    statusCode: grpcCodeName(code),
+    seconds: (performance.now() - started) / 1000,
+    ...(errorType ? { errorType } : {}),
+  });
 }
 
 function endSpan(span: Span, code: number, errorCode?: string): void {

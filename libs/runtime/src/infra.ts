@@ -32,7 +32,12 @@ export const busModule: ModuleDefinition<undefined, BusExports> = {
   deps: [],
   async init(ctx) {
     const bus = ctx.config.NATS_URL
-      ? await createBus({ kind: 'nats', servers: ctx.config.NATS_URL })
+      ? await createBus({
+          kind: 'nats',
+          servers: ctx.config.NATS_URL,
+          // What the bus recovers from itself goes to the structured log, not the console.
+          onError: (err, where) => ctx.logger.warn({ err }, `event bus: ${where}`),
+        })
       : await createBus({ kind: 'in-process' });
     ctx.logger.info({ kind: bus.kind }, 'event bus ready');
     return {

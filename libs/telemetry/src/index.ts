@@ -23,5 +23,5 @@ export {
   type TraceCarrier,
 } from './propagation.js';
 export { traceIfWorked, isTentative } from './tentative.js';
-export { withMcpSpan, type McpOutcome, type McpRequestInfo } from './mcp.js';
+export { mcpOutcomeOf, mcpRequestInfo, withMcpSpan, type McpOutcome, type McpRequestInfo } from './mcp.js';
 export * from './instruments.js';

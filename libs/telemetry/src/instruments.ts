@@ -105,9 +105,13 @@ export function recordHttpServerRequest(r: { method: string; route: string | und
   instruments().httpServerDuration.record(r.seconds, withError(attributes, r.errorType ?? (r.statusCode >= 500 ? String(r.statusCode) : undefined)));
 }
 
-/** One gRPC call, on either side. `method` is `package.Service/Method`; `statusCode` the status name (`OK`, `NOT_FOUND`, ...). */
-export function recordRpcCall(side: 'server' | 'client', r: { method: string; statusCode: string; seconds: number; errorType?: string }): void {
-  const attributes = { 'rpc.system.name': 'grpc', 'rpc.method': r.method, 'rpc.status_code': r.statusCode };
+/**
+ * One RPC, on either side. `method` is `package.Service/Method`; `statusCode` the gRPC status
+ * name (`OK`, `NOT_FOUND`, ...); `system` is `grpc`, or `direct` for a call to a service in the
+ * same process (all-in-one).
+ */
+export function recordRpcCall(side: 'server' | 'client', r: { method: string; statusCode: string; seconds: number; errorType?: string; system?: string }): void {
+  const attributes = { 'rpc.system.name': r.system ?? 'grpc', 'rpc.method': r.method, 'rpc.status_code': r.statusCode };
   const i = instruments();
   (side === 'server' ? i.rpcServerDuration : i.rpcClientDuration).record(r.seconds, withError(attributes, r.errorType));
 }

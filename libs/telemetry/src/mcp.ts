@@ -26,6 +26,63 @@ export interface McpRequestInfo {
  */
 export type McpOutcome = { errorType?: string };
 
+/** The methods of the MCP specification; anything else is reported as `_OTHER` (attribute values stay bounded). */
+const KNOWN_METHODS = new Set([
+  'initialize',
+  'ping',
+  'server/discover',
+  'tools/list',
+  'tools/call',
+  'resources/list',
+  'resources/read',
+  'resources/templates/list',
+  'resources/subscribe',
+  'resources/unsubscribe',
+  'prompts/list',
+  'prompts/get',
+  'completion/complete',
+  'logging/setLevel',
+  'subscriptions/listen',
+  'notifications/initialized',
+  'notifications/cancelled',
+  'notifications/progress',
+  'notifications/roots/list_changed',
+]);
+
+/**
+ * The telemetry view of one JSON-RPC message: its method (or `_OTHER`), its id, and, for
+ * `tools/call`, the tool as `toolName` names it (undefined for an unknown tool: `_OTHER`).
+ */
+export function mcpRequestInfo(
+  message: unknown,
+  protocolVersion: string | undefined,
+  toolName: (name: string) => string | undefined,
+): McpRequestInfo | undefined {
+  if (!message || typeof message !== 'object') return undefined;
+  const { method, id, params } = message as { method?: unknown; id?: unknown; params?: { name?: unknown } };
+  if (typeof method !== 'string') return undefined;
+  const known = KNOWN_METHODS.has(method) ? method : '_OTHER';
+  return {
+    method: known,
+    ...(known === 'tools/call' ? { toolName: (typeof params?.name === 'string' ? toolName(params.name) : undefined) ?? '_OTHER' } : {}),
+    ...(typeof id === 'string' || typeof id === 'number' ? { requestId: id } : {}),
+    ...(protocolVersion ? { protocolVersion } : {}),
+  };
+}
+
+/** The outcome of a JSON-RPC response body: the error's code, `tool_error` for a tool result flagged isError. */
+export function mcpOutcomeOf(body: string): McpOutcome {
+  if (!body) return {};
+  try {
+    const parsed = JSON.parse(body) as { error?: { code?: unknown }; result?: { isError?: unknown } };
+    if (parsed.error) return { errorType: String(parsed.error.code ?? 'error') };
+    if (parsed.result?.isError === true) return { errorType: 'tool_error' };
+    return {};
+  } catch {
+    return { errorType: 'invalid_response' };
+  }
+}
+
 /**
  * Runs `fn` (the handling of one MCP request) in its span and records its duration. `outcome`
  * reads the result; a throw counts as an error of its constructor's name.

@@ -13,7 +13,7 @@ import {
   type RpcClientsExports,
   type RpcServerExports,
 } from '@planning/runtime';
-import { injectTraceHeaders } from '@planning/telemetry';
+import { injectTraceHeaders, observeActiveClaims } from '@planning/telemetry';
 import { ClaimsCore } from './claims-core.js';
 import { IDEMPOTENCY_COLLECTION } from './core/context.js';
 import { agentsClaimsSettings, type AgentsClaimsSettings } from './config.js';
@@ -51,8 +51,9 @@ export const agentsClaimsModule: ModuleDefinition<AgentsClaimsSettings> = {
     const meter = await createUsageMeter(store);
     const access = createRemoteAccess(clients.client('issues', WorkspaceService));
     registerUsageProvider(rpc, meteredUsageProvider({ owner: 'agents-claims', kinds: ['agent-runs'], meter, access }));
+    const claims = await ClaimRepository.open(store, outbox);
     const core = new ClaimsCore({
-      claims: await ClaimRepository.open(store, outbox),
+      claims,
       idempotency: await IdempotencyKeys.open(store, { collection: IDEMPOTENCY_COLLECTION }),
       policies: await PolicyRepository.open(store, settings.CLAIM_LEASE_SECONDS),
       meter,
@@ -70,9 +71,11 @@ export const agentsClaimsModule: ModuleDefinition<AgentsClaimsSettings> = {
       logger: ctx.logger,
     });
     let consumer: Consumer | undefined;
+    let unobserve: (() => void) | undefined;
     return {
       async start() {
         await outbox.start();
+        unobserve = observeActiveClaims(() => claims.countActive());
         consumer = await bus.consume(
           { durable: CLAIMS_CONSUMER, filterSubjects: ['planning.issues.task.status-changed'], ackWaitMs: 30_000 },
           // The bus runs each delivery in its consumer span (producer context from the headers).
@@ -81,6 +84,7 @@ export const agentsClaimsModule: ModuleDefinition<AgentsClaimsSettings> = {
         sweeper.start();
       },
       async stop() {
+        unobserve?.();
         await sweeper.stop();
         await consumer?.stop();
         await outbox.stop();

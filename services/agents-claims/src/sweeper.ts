@@ -1,3 +1,4 @@
+import { recordClaimsExpired, recordSweep, traceIfWorked } from '@planning/telemetry';
 import type { ClaimsCore, CoreLogger } from './claims-core.js';
 
 export interface SweeperOptions {
@@ -29,19 +30,42 @@ export function createSweeper(core: SweepCore, options: SweeperOptions): Sweeper
   const timers = new Set<NodeJS.Timeout>();
   const inProgress = new Set<Promise<void>>();
 
+  // Every few seconds, and usually with nothing to do: a run's trace is kept only when it changed
+  // something or failed (traceIfWorked), while its duration and result are always measured.
   const sweep = async (): Promise<void> => {
+    const started = performance.now();
     try {
-      const done = await core.sweep({ reconcile: false });
-      if (Object.values(done).some((n) => n > 0)) options.logger.info(done, 'claims swept');
+      const didWork = (d: Record<string, number>) => Object.values(d).some((n) => n > 0);
+      const done = await traceIfWorked(
+        'claims.sweep',
+        async () => {
+          const result = await core.sweep({ reconcile: false });
+          // Logged inside the run's span, so the line carries the trace id of the kept trace.
+          if (didWork(result)) options.logger.info(result, 'claims swept');
+          return result;
+        },
+        didWork,
+      );
+      recordSweep(didWork(done) ? 'worked' : 'idle', (performance.now() - started) / 1000);
+      // Leases that passed: claims ended here, and tasks whose mirrored lease passed.
+      recordClaimsExpired(done.expired + done.released);
     } catch (err) {
+      recordSweep('failed', (performance.now() - started) / 1000);
       options.logger.warn({ err }, 'claim sweep failed; the next sweep retries');
     }
   };
 
   const reconcile = async (): Promise<void> => {
     try {
-      const reconciled = await core.reconcileAll();
-      if (reconciled > 0) options.logger.info({ reconciled }, 'claims reconciled');
+      await traceIfWorked(
+        'claims.reconcile',
+        async () => {
+          const reconciled = await core.reconcileAll();
+          if (reconciled > 0) options.logger.info({ reconciled }, 'claims reconciled');
+          return reconciled;
+        },
+        (n) => n > 0,
+      );
     } catch (err) {
       options.logger.warn({ err }, 'claim reconciliation failed; the next one retries');
     }

@@ -5,6 +5,7 @@
 import { authorizeWorkspace } from '@planning/access';
 import { conflict, ServiceError } from '@planning/errors';
 import { SYSTEM_PRINCIPAL, type CallContext } from '@planning/rpc';
+import { recordLeaseRemaining } from '@planning/telemetry';
 import {
   actorOf,
   addSeconds,
@@ -53,6 +54,7 @@ export class ClaimHolding {
     await claimTarget(this.deps.issues, issueId, asCaller(ctx));
     const now = this.deps.clock();
     const claim = await this.heldClaim(agent, issueId, fencingToken, now);
+    recordLeaseRemaining((claim.expiresAt.getTime() - now.getTime()) / 1000, 'renew');
     const leaseSeconds = await this.deps.policies.leaseSeconds(agent.workspaceId);
     const expiresAt = addSeconds(now, leaseSeconds);
     const actor = actorOf(ctx.principal);
@@ -137,6 +139,7 @@ export class ClaimHolding {
       if (current?.state === 'active' && current.expiresAt <= now) await this.ends.expire(current, now);
       throw staleClaim('The claim ended or expired meanwhile');
     }
+    recordLeaseRemaining((claim.expiresAt.getTime() - now.getTime()) / 1000, 'release');
     const after = await this.ends.syncEnd(ended, actor).catch((err: unknown) => this.ends.deferred(ended, err));
     return { claim: claimView(ended, now), issue: { id: issueId, status: after?.status ?? target.status } };
   }

@@ -1,7 +1,9 @@
 /** The gRPC handlers of planning.claims.v1.ClaimService: decode → ClaimsCore → encode. */
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { ClaimService, type ClaimPolicySchema, type ClaimSchema, type MeteringSchema } from '@planning/proto/planning/claims/v1/claims_pb';
+import { ServiceError } from '@planning/errors';
 import type { ServiceImplementation } from '@planning/rpc';
+import { recordClaimRefused, recordClaimStarted } from '@planning/telemetry';
 import type { ClaimsCore, ClaimView, MeteringView } from '../claims-core.js';
 import type { ClaimPolicy } from '../store/policies.js';
 
@@ -61,7 +63,14 @@ export function createClaimService(core: ClaimsCore): ServiceImplementation<type
     },
 
     async claimWork(request, ctx) {
-      const result = await core.claim(ctx, request.issueId, request.idempotencyKey);
+      const result = await core.claim(ctx, request.issueId, request.idempotencyKey).catch((err: unknown) => {
+        // A refusal answers the agent (conflict, quota, bad input); a failure does not.
+        if (err instanceof ServiceError && err.code !== 'internal' && err.code !== 'unavailable') {
+          recordClaimRefused(typeof err.details.reason === 'string' ? err.details.reason : err.code);
+        }
+        throw err;
+      });
+      if (!result.replayed) recordClaimStarted();
       return {
         claim: toClaimMessage(result.claim),
         issue: result.issue,

@@ -114,6 +114,11 @@ export class ClaimRepository {
     return this.claims.findOne({ issueId, state: 'active' });
   }
 
+  /** Claims currently active (the `planning.claims.active` gauge). */
+  countActive(): Promise<number> {
+    return this.claims.countDocuments({ state: 'active' });
+  }
+
   activeForAgent(workspaceId: string, agentId: string): Promise<ClaimRecord | null> {
     return this.claims.findOne({ workspaceId, agentId, state: 'active' });
   }

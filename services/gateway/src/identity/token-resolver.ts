@@ -1,6 +1,7 @@
 import { ServiceError } from '@planning/errors';
 import { effectiveRateLimit, effectiveScopes, PLANS } from '@planning/plans';
 import type { Principal } from '@planning/rpc';
+import { recordRateLimitDecision } from '@planning/telemetry';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { markDenial } from '../auth.js';
 import type { GatewayDeps } from '../deps.js';
@@ -59,6 +60,7 @@ export function createTokenResolver(deps: GatewayDeps) {
 
     const decision = await deps.limiter.consume(`key:${key._id}`, { capacity: rate.burst, refillPerMinute: rate.requestsPerMinute });
     setRateLimitHeaders(reply, rate.burst, decision.remaining, decision.retryAfterMs);
+    recordRateLimitDecision(workspace.planId, decision.allowed ? 'allowed' : 'limited');
     if (!decision.allowed) {
       throw new ServiceError('rate-limited', 'Rate limit exceeded for this API key', {
         retryAfterSeconds: Math.max(1, Math.ceil(decision.retryAfterMs / 1000)),

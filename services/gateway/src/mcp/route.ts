@@ -5,6 +5,7 @@ import {
   type McpHttpHandler,
 } from '@modelcontextprotocol/server';
 import { ServiceError } from '@planning/errors';
+import { mcpOutcomeOf, mcpRequestInfo, withMcpSpan } from '@planning/telemetry';
 import { Ajv } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { markDenial } from '../auth.js';
@@ -273,10 +274,16 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
             .type('application/json')
             .send(JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code: -32601, message: 'Method not found: this endpoint has no server-initiated streams' } }));
         }
-        const response = legacy
-          ? await serveLegacy(webRequest, state, parsed)
-          : await modern.fetch(webRequest, { authInfo: authInfoFor(state), ...(parsed.ok ? { parsedBody: parsed.value } : {}) });
-        return sendWeb(reply, response);
+        const serve = async (): Promise<{ response: Response; body: string }> => {
+          const response = legacy
+            ? await serveLegacy(webRequest, state, parsed)
+            : await modern.fetch(webRequest, { authInfo: authInfoFor(state), ...(parsed.ok ? { parsedBody: parsed.value } : {}) });
+          return { response, body: await response.text() };
+        };
+        // Each message in an MCP span (method, tool, outcome) and the mcp.server.operation.duration histogram.
+        const info = mcpRequestInfo(message, request.headers['mcp-protocol-version'] as string | undefined, (name) => toolNamed(name)?.name);
+        const { response, body } = info ? await withMcpSpan(info, serve, (served) => mcpOutcomeOf(served.body)) : await serve();
+        return sendWeb(reply, new Response(body.length > 0 ? body : null, { status: response.status, headers: response.headers }));
       },
     );
 

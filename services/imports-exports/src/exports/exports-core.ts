@@ -16,6 +16,7 @@ import type { ExportHistoryRecord, ExportHistoryRepository } from '../store/expo
 import { hasFiltersOrOrder, redactFilters, type ExportFilterValues } from './filters.js';
 import { EXPORT_SCHEMA_VERSION, renderBackup, renderCsv, renderJson, renderMarkdown, type Artifact } from './formats.js';
 import { findWorkspace, readBackup, readIssues, SizeBudget, tooLarge, type IssuesClients, type ReadControl } from './reader.js';
+import { recordExportBytes } from '@planning/telemetry';
 
 /** The access an export and its history need (DECISIONS §1: exports are an admin action). */
 export const EXPORT_REQUIREMENT = { action: 'manage', scope: 'admin' } as const;
@@ -257,6 +258,7 @@ export class ExportsCore {
       ensureTime(control);
       failpoint('export.before-record');
       await this.record(entry, workspace.id, actor, format, issueCount);
+      recordExportBytes(format, artifact.bytes.length);
     } catch (err) {
       await this.deps.history.releaseChunks(id, actor.id).catch(() => undefined);
       throw err;

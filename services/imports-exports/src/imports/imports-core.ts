@@ -42,6 +42,7 @@ import {
   type RowError,
 } from './schema.js';
 import type { Checkpoint, CommitState, ImportRepository, PlannedRow, PreviewRecord, QuotaImpact } from './store.js';
+import { recordImportRows } from '@planning/telemetry';
 
 export type IssuesImportClient = RpcClient<typeof ImportSupportService>;
 
@@ -551,6 +552,7 @@ export class ImportsCore {
           $set: { 'commit.checkpoints': checkpoints, 'commit.ownerUntil': new Date(clock().getTime() + this.deps.commitLeaseMs) },
         });
         if (saved.matchedCount === 0) throw lost();
+        for (const result of ['created', 'updated', 'skipped'] as const) recordImportRows(result, res[result]);
       }
       const created = checkpoints.reduce((n, c) => n + c.created, 0);
       const updated = checkpoints.reduce((n, c) => n + c.updated, 0);
