@@ -46,6 +46,8 @@ describe('memory: retained heap per write', () => {
       LOG_LEVEL: 'silent',
       SERVICE_ADMIN_EMAIL: 'admin@example.com',
       SERVICE_ADMIN_PASSWORD: 'memory-test-password-1',
+      // Never the user's data directory (all-in-one's default): the stores live in memory here.
+      DATA_DIR: ':memory:',
     };
     const config = loadProcessConfig(env, 'all');
     if (!config.ok) throw new Error(JSON.stringify(config.problems));

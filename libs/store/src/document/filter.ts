@@ -6,7 +6,7 @@
 import { Query } from 'mingo';
 import type { Filter } from '../port.js';
 import { assertPath } from './paths.js';
-import { isPlainObject, typeRank, TypeRank, valuesEqual } from './values.js';
+import { isPlainObject, typeRank, valuesEqual } from './values.js';
 
 const LOGICAL = new Set(['$and', '$or', '$nor']);
 const FIELD_OPERATORS = new Set([
@@ -307,11 +307,6 @@ function fieldCondition(value: unknown, dotted: boolean): FieldCondition | undef
     }
   }
   return cond.eq || cond.range ? cond : undefined;
-}
-
-/** Date bracket range helper for TTL sweeps. */
-export function dateRangeUpTo(cutoff: Date): { rank: number; upper: RangeBound } {
-  return { rank: TypeRank.date, upper: { value: cutoff, inclusive: true } };
 }
 
 /**

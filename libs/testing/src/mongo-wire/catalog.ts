@@ -3,7 +3,7 @@
  * store, and its indexes. All databases share one embedded store (so one transaction can span
  * them, as in MongoDB): collection `c` of database `d` is the embedded collection `d.c`.
  *
- * The embedded engine cannot forget a collection's indexes, so `drop` moves the namespace to a
+^ * The embedded store cannot drop a collection's indexes, so `drop` moves the namespace to a
  * fresh embedded collection (`d.c` + U+0001 + generation; control characters are refused in
  * names, so this never collides) and empties the old one. The catalog itself is a collection of
  * the store (it persists with `dataDir`); index specs are kept as Extended JSON because stored
@@ -15,7 +15,7 @@ import { CommandError } from './errors.js';
 
 const CATALOG_COLLECTION = '__mongo_wire_catalog';
 const GENERATION_SEPARATOR = '\u0001';
-/** The embedded engine's limit on collection names, less room for a generation suffix. */
+/** The embedded store's limit on collection names, less room for a generation suffix. */
 const MAX_NAMESPACE_LENGTH = 180;
 // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
 const INVALID_DB_CHARS = /[/\\. "$*<>:|?\u0000-\u001f]/;

@@ -17,7 +17,7 @@ import { Sessions } from './sessions.js';
 import { decodeMessage, encodeOpMsg, encodeOpReply, MessageReader, type WireRequest } from './wire-protocol.js';
 
 export interface MongoWireServerOptions {
-  /** Keep the data in this directory (the embedded store's snapshot and journal). Default: memory only. */
+  /** Keep the data in this directory (the embedded store's SQLite file). Default: memory only. */
   dataDir?: string;
   /** Port to listen on. Default: a random free port. */
   port?: number;

@@ -35,7 +35,7 @@ export type WireRequest =
   | { kind: 'query'; requestId: number; collection: string; query: Document };
 
 // Values come back as plain JS where possible (int64 as number when it fits, regexes as RegExp),
-// which is what the embedded engine stores; anything else stays a BSON class and is refused there.
+// which is what the embedded store keeps; anything else stays a BSON class and is refused there.
 const DESERIALIZE: DeserializeOptions = { promoteLongs: true, promoteValues: true, promoteBuffers: false, bsonRegExp: false };
 const SERIALIZE: SerializeOptions = { ignoreUndefined: true, checkKeys: false };
 
