@@ -92,9 +92,9 @@ const write = async (i) => {
   });
   process.stdout.write('ack w' + i + '\\n');
 };
-// Started over about five seconds (one per millisecond, so hundreds are in flight at once while
-// the log is flushed), so acknowledgements flow while most writes are still to come.
-await Promise.all(Array.from({ length: 5000 }, (_, i) => new Promise((resolve) => setTimeout(resolve, i)).then(() => write(i))));
+// Started over about ten seconds (one every 2 ms, so hundreds are in flight at once while the log
+// is flushed), so acknowledgements flow while most writes are still to come, even on a busy machine.
+await Promise.all(Array.from({ length: 5000 }, (_, i) => new Promise((resolve) => setTimeout(resolve, 2 * i)).then(() => write(i))));
 process.stdout.write('all done\\n');
 setInterval(() => {}, 1000);
 `,
