@@ -513,7 +513,10 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
 
     const anonymous = await mcpPost(list, { token: null });
     expect(anonymous.status).toBe(401);
-    expect(anonymous.headers.get('www-authenticate')).toBe('Bearer realm="planning-service"');
+    // RFC 9728: the challenge names the resource metadata (where to find the authorization server) and the scopes to ask for.
+    expect(anonymous.headers.get('www-authenticate')).toBe(
+      `Bearer realm="planning-service", resource_metadata="${cluster.baseUrl}/.well-known/oauth-protected-resource/api/mcp", scope="issues:read issues:write agents:read agents:execute"`,
+    );
     expect(anonymous.body.error.code).toBe('unauthorized');
     const forged = await mcpPost(list, { token: 'svc_not_a_real_token' });
     expect(forged.status).toBe(401);

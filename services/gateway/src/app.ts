@@ -13,6 +13,7 @@ import { billingRoutes } from './routes/billing.js';
 import { exportRoutes } from './routes/exports.js';
 import { importRoutes } from './routes/imports.js';
 import { mcpRoutes } from './mcp/route.js';
+import { oauthRoutes } from './oauth/setup.js';
 import { guidanceRoutes } from './routes/guidance.js';
 import { initiativeRoutes } from './routes/initiatives.js';
 import { issueRecordRoutes } from './routes/issue-records.js';
@@ -33,7 +34,7 @@ export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Pr
   // First: the OpenAPI document collects (and documents) every route registered after it.
   await registerOpenApi(app);
   await app.register(cookie);
-  registerAuthentication(app, deps, { resolveToken: createTokenResolver(deps) });
+  registerAuthentication(app, deps, { resolveToken: createTokenResolver(deps, deps.oauth.verify) });
   await authRoutes(app, deps);
   await userRoutes(app, deps);
   await workspaceRoutes(app, deps);
@@ -53,6 +54,7 @@ export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Pr
   await adminRoutes(app, deps);
   await guidanceRoutes(app, deps);
   await mcpRoutes(app, deps);
+  await oauthRoutes(app, deps);
 }
 
 /** A complete gateway app without `listen()`. */

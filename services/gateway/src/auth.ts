@@ -57,6 +57,14 @@ export function userPrincipal(user: UserRecord): Principal {
   return { type: 'user', id: user._id, userId: user._id, email: user.email, isAdmin: user.isAdmin, scopes: [] };
 }
 
+/** The user a session cookie stands for, or why it stands for nobody (an audit reason). */
+export async function sessionUser(deps: GatewayDeps, cookie: string): Promise<{ user: UserRecord } | { denied: string }> {
+  const session = await deps.sessions.get(hashSessionToken(cookie), deps.clock());
+  const user = session ? await deps.users.findById(session.userId) : null;
+  if (session && user && sessionAllowed(user, session.createdAt)) return { user };
+  return { denied: !user ? 'invalid-session' : user.disabled ? 'user-disabled' : 'session-revoked' };
+}
+
 /** Resolves a presented API token to its principal, or throws `unauthorized`. */
 export type TokenResolver = (token: string, request: FastifyRequest, reply: FastifyReply) => Promise<Principal>;
 
@@ -120,13 +128,9 @@ export function registerAuthentication(
     } else {
       const cookie = request.cookies[SESSION_COOKIE];
       if (cookie) {
-        const session = await deps.sessions.get(hashSessionToken(cookie), deps.clock());
-        const user = session ? await deps.users.findById(session.userId) : null;
-        if (session && user && sessionAllowed(user, session.createdAt)) request.principal = userPrincipal(user);
-        else {
-          const reason = !user ? 'invalid-session' : user.disabled ? 'user-disabled' : 'session-revoked';
-          markDenial(request, { type: 'auth.session.denied', reason });
-        }
+        const found = await sessionUser(deps, cookie);
+        if ('user' in found) request.principal = userPrincipal(found.user);
+        else markDenial(request, { type: 'auth.session.denied', reason: found.denied });
       }
     }
 

@@ -44,4 +44,51 @@ export const gatewaySettings = {
    * defence); requests without Origin (agents, CLIs) are not affected.
    */
   MCP_ALLOWED_ORIGINS: env.list().default([]),
+
+  /**
+   * The service's public base URL (scheme, host, port; no path), as agents and browsers reach it:
+   * the OAuth issuer, and with `/api/mcp` the canonical MCP resource tokens are bound to. Default:
+   * `http://<HOST>:<PORT>` (`localhost` for a wildcard HOST). Set it behind a load balancer; every
+   * gateway replica must have the same value.
+   */
+  PUBLIC_URL: env.url(['http', 'https']).optional(),
+
+  /** The built-in OAuth 2.1 authorization server for MCP sign-in (docs/mcp.md); off when OAUTH_ISSUER names an external one. */
+  OAUTH_ENABLED: env.bool().default(true),
+  /** Lifetime of an OAuth access token (short: revocation and plan changes also apply on every request). */
+  OAUTH_ACCESS_TOKEN_TTL_SECONDS: env.int(60, 86_400).default(600),
+  /** Lifetime of a refresh token; each refresh rotates it and starts this again. */
+  OAUTH_REFRESH_TOKEN_TTL_SECONDS: env.int(300, 365 * 86_400).default(30 * 86_400),
+  /** How long a grant lives at most (refreshing does not extend it). */
+  OAUTH_GRANT_TTL_SECONDS: env.int(300, 5 * 365 * 86_400).default(365 * 86_400),
+  /**
+   * Secret the authorization server's signing key and cookie keys are derived from (≥ 32
+   * characters, the same on every gateway replica). Default: SERVICE_INTERNAL_SECRET, which
+   * distributed mode requires and shares already; all-in-one makes one per start.
+   */
+  OAUTH_KEYS_SECRET: secret(env.string().min(32, 'must be at least 32 characters').optional()),
+  /** Open Dynamic Client Registration (RFC 7591) for clients that cannot use a Client ID Metadata Document. */
+  OAUTH_DYNAMIC_REGISTRATION: env.bool().default(true),
+  /** Test setups only: fetch Client ID Metadata Documents from private and loopback addresses too. */
+  OAUTH_CIMD_ALLOW_PRIVATE_ADDRESSES: env.bool().default(false),
+
+  /**
+   * An external OAuth/OIDC issuer (Cognito user pool, Keycloak realm, ...) whose JWT access tokens
+   * the MCP endpoint accepts instead of the built-in server's. Its JWKS comes from OAUTH_JWKS_URL,
+   * else from its discovery document.
+   */
+  OAUTH_ISSUER: env.url(['http', 'https']).optional(),
+  OAUTH_JWKS_URL: env.url(['http', 'https']).optional(),
+  /** Audiences accepted in external tokens (comma-separated). Default: the canonical MCP URL. */
+  OAUTH_AUDIENCE: env.list().default([]),
+  /** The claim holding the audience: `aud`, or `client_id` for Cognito access tokens. */
+  OAUTH_AUDIENCE_CLAIM: env.string().default('aud'),
+  /** The claim naming the user; matched against user emails. */
+  OAUTH_USER_CLAIM: env.string().default('email'),
+  /** The claim naming the workspace the token acts in. */
+  OAUTH_WORKSPACE_CLAIM: env.string().default('planning_workspace'),
+  /** The claim naming the agent the token acts as; default: the token's client id (`azp`, `client_id`). */
+  OAUTH_AGENT_CLAIM: env.string().default('planning_agent'),
+  /** Stripped from external scope names (e.g. a Cognito resource server identifier followed by `/`). */
+  OAUTH_SCOPE_PREFIX: env.string().optional(),
 };

@@ -22,6 +22,10 @@ import type { IdentityProvider } from './identity/providers.js';
 import type { ApiKeyRepository } from './store/api-keys.js';
 import type { SessionStore } from './store/sessions.js';
 import type { UserRepository } from './store/users.js';
+import type { AuthorizationServer } from './oauth/authorization-server.js';
+import type { OAuthVerifier } from './oauth/credentials.js';
+import type { GrantRepository } from './oauth/grants.js';
+import type { ProtectedResource } from './oauth/resource-metadata.js';
 import type { WorkspaceAccessCache } from './workspace-access.js';
 
 export type GatewaySettings = EnvValues<typeof gatewaySettings>;
@@ -69,6 +73,16 @@ export interface GatewayDeps {
       agentsClaims: RpcClient<typeof UsageService>;
       importsExports: RpcClient<typeof UsageService>;
     };
+  };
+  /** MCP sign-in: where the service is reached, the grants, and whose tokens the MCP endpoint takes. */
+  oauth: {
+    /** The MCP endpoint as a protected resource: its site and the issuers it trusts. */
+    resource: ProtectedResource;
+    grants: GrantRepository;
+    /** The built-in authorization server; absent when an external issuer is configured or OAuth is off. */
+    server?: AuthorizationServer;
+    /** Verifies access tokens of the trusted issuer; absent when OAuth is off (API keys only). */
+    verify?: OAuthVerifier;
   };
   clock: () => Date;
 }

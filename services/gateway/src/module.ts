@@ -38,6 +38,9 @@ import { ApiKeyRepository } from './store/api-keys.js';
 import type { RedisSessionStore } from './store/redis-sessions.js';
 import { createStoreSessionStore, type SessionStore } from './store/sessions.js';
 import { UserRepository } from './store/users.js';
+import { GrantRepository } from './oauth/grants.js';
+import { startOAuth } from './oauth/setup.js';
+import { siteOf } from './oauth/site.js';
 import { createWorkspaceAccessCache } from './workspace-access.js';
 
 export interface GatewayExports {
@@ -50,15 +53,23 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
   deps: ['bus', 'rpc-clients', 'http'],
   settings: gatewaySettings,
   validate(settings) {
+    const problems = [];
     if (Boolean(settings.COGNITO_USER_POOL_ID) !== Boolean(settings.COGNITO_CLIENT_ID)) {
-      return [
-        {
-          variable: settings.COGNITO_USER_POOL_ID ? 'COGNITO_CLIENT_ID' : 'COGNITO_USER_POOL_ID',
-          message: 'COGNITO_USER_POOL_ID and COGNITO_CLIENT_ID go together (both set: sign-in through Cognito)',
-        },
-      ];
+      problems.push({
+        variable: settings.COGNITO_USER_POOL_ID ? 'COGNITO_CLIENT_ID' : 'COGNITO_USER_POOL_ID',
+        message: 'COGNITO_USER_POOL_ID and COGNITO_CLIENT_ID go together (both set: sign-in through Cognito)',
+      });
     }
-    return [];
+    if (!settings.OAUTH_ISSUER) {
+      for (const variable of ['OAUTH_JWKS_URL', 'OAUTH_SCOPE_PREFIX'] as const) {
+        if (settings[variable]) problems.push({ variable, message: 'applies to an external issuer: set OAUTH_ISSUER too' });
+      }
+      if (settings.OAUTH_AUDIENCE.length > 0) problems.push({ variable: 'OAUTH_AUDIENCE', message: 'applies to an external issuer: set OAUTH_ISSUER too' });
+    }
+    if (settings.PUBLIC_URL && new URL(settings.PUBLIC_URL).pathname.replace(/\/+$/, '') !== '') {
+      problems.push({ variable: 'PUBLIC_URL', message: 'must be an origin (scheme, host, port) without a path' });
+    }
+    return problems;
   },
   async init(ctx) {
     const { bus } = ctx.get<BusExports>('bus');
@@ -114,6 +125,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
     ctx.logger.info({ mode: identity.mode, sessions: sessions.kind, limiter: limiter.kind }, 'gateway identity ready');
 
     const workspaces = clients.client('issues', WorkspaceService);
+    const site = siteOf(settings.PUBLIC_URL, { host: ctx.config.HOST, port: ctx.config.PORT });
     const audit = createDenialAuditor({
       outbox,
       logger: ctx.logger,
@@ -155,8 +167,19 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
           importsExports: clients.client('imports-exports', UsageService),
         },
       },
+      oauth: { resource: { site, authorizationServers: [] }, grants: await GrantRepository.open(store) },
       clock: () => new Date(),
     };
+    const oauth = await startOAuth(deps, {
+      site,
+      store,
+      ...(redisUrl ? { redisUrl } : {}),
+      internalSecret: ctx.config.internalSecret,
+      trustProxy: ctx.config.trustProxy !== false,
+      logger: app.log,
+    });
+    deps.oauth = oauth;
+    ctx.logger.info({ oauth: await oauth.status(), publicUrl: site.publicUrl }, 'gateway MCP sign-in ready');
     await gatewayPlugin(app, deps);
     return {
       exports: { deps },
@@ -173,6 +196,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
         await outbox.stop();
         await limiter.close().catch(() => undefined);
         await redisSessions?.close().catch(() => undefined);
+        await oauth.close().catch(() => undefined);
         await store.close();
       },
       async ready() {
@@ -184,6 +208,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
           identity: identity.mode,
           rateLimiter: resilient ? { kind: 'redis', ...resilient.status() } : { kind: limiter.kind, mode: 'per-replica' },
         };
+        details.oauth = await oauth.status();
         if (redisSessions) {
           details.sessions = await redisSessions.ping().then(
             () => ({ kind: 'redis', reachable: true }),

@@ -10,9 +10,18 @@ import { Ajv } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { markDenial } from '../auth.js';
 import type { GatewayDeps } from '../deps.js';
+import { insufficientScopeChallenge, unauthorizedChallenge } from '../oauth/resource-metadata.js';
+import { isLoopbackHost } from '../oauth/site.js';
 import { NAME_STYLES, requiredScopes, toolNamed, wireName, type NameStyle, type Toolset, type ToolView } from './catalog.js';
 import { MCP_PATH, PROTOCOL_VERSIONS } from './protocol.js';
 import { authInfoFor, createServerFactory, type McpCallState } from './server.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The scopes a refused MCP call needs (its 403's `insufficient_scope` challenge names them). */
+    neededScopes?: readonly string[];
+  }
+}
 
 /** Request headers the SDK never sees: credentials stay in the gateway. */
 const WITHHELD = new Set(['authorization', 'x-api-key', 'cookie', 'content-length', 'connection', 'transfer-encoding']);
@@ -31,17 +40,23 @@ export function normalizeAccept(accept: string | undefined): string | undefined 
   return accept;
 }
 
-/** Whether an `Origin` header is allowed: absent (non-browser clients), or listed (`*` allows any). */
-export function originAllowed(origin: string | undefined, allowed: readonly string[]): boolean {
+/**
+ * Whether an `Origin` header is allowed: absent (non-browser clients), listed (`*` allows any), or
+ * — for a server that listens on a loopback address only (`loopback`) — a loopback origin: pages
+ * served from this machine, which a DNS-rebinding page (its origin names another host) is not.
+ */
+export function originAllowed(origin: string | undefined, allowed: readonly string[], loopback = false): boolean {
   if (origin === undefined) return true;
   if (allowed.includes('*')) return true;
-  let normalized: string;
+  let url: URL;
   try {
-    normalized = new URL(origin).origin;
+    url = new URL(origin);
   } catch {
     return false;
   }
-  return normalized !== 'null' && allowed.some((a) => a.replace(/\/+$/, '').toLowerCase() === normalized.toLowerCase());
+  if (url.origin === 'null') return false;
+  if (loopback && (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHost(url.hostname)) return true;
+  return allowed.some((a) => a.replace(/\/+$/, '').toLowerCase() === url.origin.toLowerCase());
 }
 
 function jsonRpcError(reply: FastifyReply, status: number, code: number, message: string, extra: { data?: object; id?: string | number | null } = {}): FastifyReply {
@@ -143,7 +158,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
    */
   const originGate = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const origin = request.headers.origin;
-    if (!originAllowed(origin, allowedOrigins)) {
+    if (!originAllowed(origin, allowedOrigins, deps.oauth.resource.site.loopback)) {
       markDenial(request, { reason: 'origin-not-allowed' });
       throw new ServiceError('forbidden', 'This Origin may not call the MCP endpoint', { reason: 'origin-not-allowed' });
     }
@@ -193,10 +208,13 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
       }
       throw error;
     });
+    // OAuth challenges (RFC 6750, RFC 9728): where to get a token, and which scopes a refused one lacks.
     scope.addHook('onSend', async (request, reply, payload) => {
       if (reply.statusCode === 401) {
-        const invalid = request.denial && request.denial.reason !== 'missing-credentials';
-        void reply.header('www-authenticate', `Bearer realm="planning-service"${invalid ? ', error="invalid_token"' : ''}`);
+        const invalid = request.denial !== undefined && request.denial.reason !== 'missing-credentials';
+        void reply.header('www-authenticate', unauthorizedChallenge(deps.oauth.resource, invalid));
+      } else if (reply.statusCode === 403 && request.failure instanceof ServiceError && request.failure.details.reason === 'missing-scope') {
+        void reply.header('www-authenticate', insufficientScopeChallenge(deps.oauth.resource, request.principal.scopes, request.neededScopes ?? ['issues:read']));
       }
       return payload;
     });
@@ -260,6 +278,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
           const tool = toolNamed(message.params.name);
           const missing = tool ? requiredScopes(tool).filter((s) => !request.principal.scopes.includes(s)) : [];
           if (missing.length > 0) {
+            request.neededScopes = requiredScopes(tool!);
             throw new ServiceError('forbidden', `The token lacks the scope ${missing.map((s) => `'${s}'`).join(', ')} for ${wireName(tool!.name, view.names)}`, { reason: 'missing-scope' });
           }
         }

@@ -5,7 +5,7 @@ import type { GatewayDeps } from '../deps.js';
 import { errorResponse, ok, userSchema } from '../openapi.js';
 import { hashPassword, verifyPassword } from '../identity/passwords.js';
 import { hashSessionToken, newSessionRecord, newSessionToken } from '../store/sessions.js';
-import { toPublicUser } from '../store/users.js';
+import { toPublicUser, type UserRecord } from '../store/users.js';
 import { safeRedirect } from './redirect.js';
 import { passwordSchema } from './users.js';
 
@@ -52,6 +52,30 @@ async function startSession(request: FastifyRequest, reply: FastifyReply, deps: 
   void reply.setCookie(SESSION_COOKIE, token, { ...cookieOptions(request, deps), maxAge: deps.settings.SESSION_TTL_SECONDS });
 }
 
+/**
+ * Signs a user in (the identity provider: local passwords or Cognito) with the failure throttle,
+ * and starts a session on the reply. A refusal is marked for the audit (`auth.login.denied`) and
+ * thrown: 429 while throttled, else one 401 for every kind of failure. `POST /api/auth/login` and
+ * the MCP sign-in page both use it.
+ */
+export async function signIn(request: FastifyRequest, reply: FastifyReply, deps: GatewayDeps, email: string, password: string): Promise<UserRecord> {
+  const subject = { type: 'user', id: 'unknown' };
+  try {
+    await deps.loginThrottle.check(email, request.ip);
+  } catch (err) {
+    markDenial(request, { type: 'auth.login.denied', reason: 'login-throttled', subject });
+    throw err;
+  }
+  const user = await deps.identity.authenticate(email, password);
+  if (!user) {
+    await deps.loginThrottle.failed(email, request.ip);
+    markDenial(request, { type: 'auth.login.denied', reason: 'invalid-credentials', subject });
+    throw new ServiceError('unauthorized', 'Invalid email or password');
+  }
+  await startSession(request, reply, deps, user._id);
+  return user;
+}
+
 export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   app.post<{ Body: LoginBody }>(
     '/api/auth/login',
@@ -76,20 +100,7 @@ export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
     },
     async (request, reply) => {
       const { email, password, returnTo } = request.body;
-      const subject = { type: 'user', id: 'unknown' };
-      try {
-        await deps.loginThrottle.check(email, request.ip);
-      } catch (err) {
-        markDenial(request, { type: 'auth.login.denied', reason: 'login-throttled', subject });
-        throw err;
-      }
-      const user = await deps.identity.authenticate(email, password);
-      if (!user) {
-        await deps.loginThrottle.failed(email, request.ip);
-        markDenial(request, { type: 'auth.login.denied', reason: 'invalid-credentials', subject });
-        throw new ServiceError('unauthorized', 'Invalid email or password');
-      }
-      await startSession(request, reply, deps, user._id);
+      await signIn(request, reply, deps, email, password);
       return { data: { redirectTo: safeRedirect(returnTo), mode: deps.identity.mode } };
     },
   );

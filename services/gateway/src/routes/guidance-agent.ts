@@ -9,6 +9,7 @@ import { ServiceError } from '@planning/errors';
 import { effectiveRateLimit, PLANS, type Scope } from '@planning/plans';
 import type { Principal } from '@planning/rpc';
 import type { GatewayDeps } from '../deps.js';
+import { isGrantId } from '../oauth/grants.js';
 import { callOrder, CATALOG, DEFAULT_VIEW, requiredScopes, toolNamed, wireName, type ToolView } from '../mcp/catalog.js';
 import { MCP_PATH, PROTOCOL_VERSIONS } from '../mcp/protocol.js';
 
@@ -25,6 +26,19 @@ export function tokenIdentity(principal: Principal): { workspaceId: string; agen
 const hasScopes = (principal: Principal, scopes: readonly Scope[]) => scopes.every((s) => principal.scopes.includes(s));
 
 /**
+ * What the calling credential says about itself: an API key (its actor type and label), an OAuth
+ * grant (a user's integration, labelled with its client), or an external issuer's token.
+ */
+async function credentialOf(deps: GatewayDeps, keyId: string): Promise<{ actorType: string; label: string; rateLimit: { requestsPerMinute: number; burst: number } } | null> {
+  if (isGrantId(keyId)) {
+    const grant = await deps.oauth.grants.findById(keyId);
+    return grant ? { actorType: 'user-integration', label: grant.clientName ?? grant.clientId, rateLimit: grant.rateLimit } : null;
+  }
+  if (keyId.startsWith('ext_')) return { actorType: 'user-integration', label: 'external issuer', rateLimit: { requestsPerMinute: Number.MAX_SAFE_INTEGER, burst: Number.MAX_SAFE_INTEGER } };
+  return deps.apiKeys.findById(keyId);
+}
+
+/**
  * `view`: the MCP tool list the caller reads (`?toolset=core`, `?names=portable`); tools are named
  * as that list names them. REST callers get the full list with the contract's names.
  */
@@ -32,7 +46,7 @@ export async function clientBootstrap(deps: GatewayDeps, principal: Principal, v
   const { workspaceId, agentId, keyId } = tokenIdentity(principal);
   const options = { principal };
   const [key, access, apiRequestsUsed] = await Promise.all([
-    deps.apiKeys.findById(keyId),
+    credentialOf(deps, keyId),
     deps.workspaceAccess.forToken(principal, workspaceId),
     deps.meter.used(workspaceId, 'api-requests', deps.clock()),
   ]);
