@@ -378,9 +378,11 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
         expect(res.body.error.message).toContain('issues:write');
       }
     }
-    // The SDK client sees the refusal as an HTTP error, too.
+    // The SDK client reads the 403's insufficient_scope challenge: the scopes to ask for (those held and those needed).
     const s = await connect(cluster.baseUrl, reader.token, 'modern');
-    await expect(s.call('add_comment', { issueId: issue.id, body: 'Nope' })).rejects.toThrow(/missing-scope/);
+    await expect(s.call('add_comment', { issueId: issue.id, body: 'Nope' })).rejects.toThrow(
+      'Insufficient scope: required "issues:read issues:write projects:read agents:read agents:execute"',
+    );
     // Reads still work for it.
     expect((await s.call('get_task_contract', { issueId: issue.id })).isError).toBeFalsy();
     await s.close();

@@ -24,8 +24,8 @@ describe('oauth: state backends', () => {
   afterAll(async () => {
     await redis?.stop();
   });
-  beforeEach(() => {
-    store = createStore({ kind: 'embedded' });
+  beforeEach(async () => {
+    store = await createStore({ kind: 'embedded', path: ':memory:' });
   });
   afterEach(async () => {
     await store.close();
@@ -85,7 +85,7 @@ describe('oauth: the resource server refuses what it must', () => {
   let userDisabled: boolean;
 
   beforeEach(async () => {
-    store = createStore({ kind: 'embedded' });
+    store = await createStore({ kind: 'embedded', path: ':memory:' });
     grants = await GrantRepository.open(store);
     const backend = await createStoreBackend(store);
     server = await createAuthorizationServer({
