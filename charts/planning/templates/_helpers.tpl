@@ -386,6 +386,9 @@ every service's.
 {{- if and (has .component (list "all" "gateway")) $root.Values.gateway.mcpAllowedOrigins }}
 {{- $_ := set $env "MCP_ALLOWED_ORIGINS" (join "," $root.Values.gateway.mcpAllowedOrigins) }}
 {{- end }}
+{{- if and (has .component (list "all" "gateway")) $root.Values.gateway.publicUrl }}
+{{- $_ := set $env "PUBLIC_URL" $root.Values.gateway.publicUrl }}
+{{- end }}
 {{- if and (has .component (list "all" "agents-claims")) (not (kindIs "invalid" $root.Values.agentsClaims.claimLeaseSeconds)) }}
 {{- $_ := set $env "CLAIM_LEASE_SECONDS" (toString $root.Values.agentsClaims.claimLeaseSeconds) }}
 {{- end }}
