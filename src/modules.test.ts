@@ -17,7 +17,7 @@ describe('module registry: targets', () => {
 
   it.each([
     ['gateway', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'gateway']],
-    ['issues', ['metrics', 'bus', 'rpc-server', 'http', 'issues']],
+    ['issues', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'issues']],
     ['agents-claims', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'agents-claims']],
     ['imports-exports', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'imports-exports']],
     ['audit', ['metrics', 'bus', 'rpc-server', 'rpc-clients', 'http', 'audit']],

@@ -76,7 +76,10 @@ export type ConflictReason =
   | 'not-ready'
   | 'idempotency-in-flight'
   | 'stale-claim'
-  | 'version-conflict';
+  | 'version-conflict'
+  | 'evidence-missing'
+  | 'approval-pending'
+  | 'approval-required';
 
 /** The redacted quota object of a 403 `quota-exceeded` (DECISIONS §2). */
 export interface QuotaInfo {
@@ -96,6 +99,8 @@ export interface ErrorDetails {
   retryAfterSeconds?: number;
   /** Ids that failed a preflight (bulk update). Never titles or bodies. */
   failedIds?: string[];
+  /** Acceptance checks the done policy still needs evidence for (`evidence-missing`). */
+  missingCheckIds?: string[];
 }
 
 export interface ErrorBody {
@@ -106,6 +111,7 @@ export interface ErrorBody {
     field?: string;
     quota?: QuotaInfo;
     failedIds?: string[];
+    missingCheckIds?: string[];
   };
 }
 
@@ -138,6 +144,7 @@ export class ServiceError extends Error {
     if (this.details.field !== undefined) body.error.field = this.details.field;
     if (this.details.quota !== undefined) body.error.quota = this.details.quota;
     if (this.details.failedIds !== undefined) body.error.failedIds = this.details.failedIds;
+    if (this.details.missingCheckIds !== undefined) body.error.missingCheckIds = this.details.missingCheckIds;
     return body;
   }
 }

@@ -106,7 +106,8 @@ export function defaultDataDir(source: NodeJS.ProcessEnv, platform: NodeJS.Platf
  */
 export const SERVICE_PEERS: Readonly<Record<ServiceName, readonly ServiceName[]>> = {
   gateway: ['issues', 'agents-claims', 'imports-exports', 'audit'],
-  issues: [],
+  // Issues asks agents-claims for the fence of agent writes (ClaimService.CheckTaskWrites).
+  issues: ['agents-claims'],
   'agents-claims': ['issues'],
   'imports-exports': ['issues'],
   audit: ['issues'],

@@ -223,12 +223,13 @@ describe('configuration: process', () => {
     expect(loaded.problems.find((p) => p.variable === 'MONGODB_URI')?.message).toMatch(/DATA_DIR=:memory:/);
   });
 
-  it('configuration: the issues target needs no peers', () => {
-    const loaded = loadProcessConfig(
-      { NATS_URL: 'nats://127.0.0.1:4222', SERVICE_INTERNAL_SECRET: 'x'.repeat(32), MONGODB_URI: 'mongodb://127.0.0.1:27017' },
-      'issues',
-    );
-    expect(loaded.ok).toBe(true);
+  it('configuration: the issues target needs agents-claims (the fence of agent writes) and nothing else', () => {
+    const base = { NATS_URL: 'nats://127.0.0.1:4222', SERVICE_INTERNAL_SECRET: 'x'.repeat(32), MONGODB_URI: 'mongodb://127.0.0.1:27017' };
+    const without = loadProcessConfig(base, 'issues');
+    expect(without.ok).toBe(false);
+    expect(without.ok ? [] : without.problems.map((p) => p.variable)).toEqual(['AGENTS_CLAIMS_GRPC_URL']);
+    const loaded = loadProcessConfig({ ...base, AGENTS_CLAIMS_GRPC_URL: '127.0.0.1:50052' }, 'issues');
+    expect(loaded.ok && loaded.value.peers).toEqual({ 'agents-claims': '127.0.0.1:50052' });
   });
 
   it('configuration: a single-service target runs on the embedded store only when DATA_DIR says so', () => {

@@ -7,7 +7,7 @@
  * a crash between the two stores is finished by the next sweep.
  *
  * One part per concern under core/: taking a claim (claiming.ts), holding it (holding.ts), ending
- * it (ending.ts), the ready queue (ready-work.ts), listing and policy (listing.ts), and keeping
+ * it (ending.ts), fencing writes to tasks (fencing.ts), the ready queue (ready-work.ts), listing and policy (listing.ts), and keeping
  * claims in line with their tasks (upkeep.ts). This class is the one surface the rest uses.
  */
 import type { EventEnvelope } from '@planning/bus';
@@ -18,14 +18,15 @@ import type { ClaimPolicy } from './store/policies.js';
 import { ClaimTaking } from './core/claiming.js';
 import type { CoreDeps } from './core/context.js';
 import { ClaimEnds } from './core/ending.js';
+import { ClaimFencing, type FenceAnswer } from './core/fencing.js';
 import { ClaimHolding } from './core/holding.js';
 import { ClaimListing } from './core/listing.js';
 import { ReadyQueue } from './core/ready-work.js';
 import { ClaimUpkeep } from './core/upkeep.js';
-import type { ClaimResult, ClaimView, ReadyWork } from './core/views.js';
+import type { ClaimResult, ClaimView, IssueRefView, ReadyWork } from './core/views.js';
 
 export { CLAIM_SCOPES, type CoreDeps, type CoreLogger, type IssuesClient } from './core/context.js';
-export { claimView, type ClaimResult, type ClaimView, type MeteringView, type ReadyItem, type ReadyWork } from './core/views.js';
+export { claimView, type ClaimResult, type IssueRefView, type ClaimView, type MeteringView, type ReadyItem, type ReadyWork } from './core/views.js';
 
 /** The claim operations (see the module comment). */
 export class ClaimsCore {
@@ -35,6 +36,7 @@ export class ClaimsCore {
   private readonly queue: ReadyQueue;
   private readonly listing: ClaimListing;
   private readonly upkeep: ClaimUpkeep;
+  private readonly fencing: ClaimFencing;
 
   constructor(deps: CoreDeps) {
     this.ends = new ClaimEnds(deps);
@@ -43,6 +45,7 @@ export class ClaimsCore {
     this.queue = new ReadyQueue(deps);
     this.listing = new ClaimListing(deps);
     this.upkeep = new ClaimUpkeep(deps, this.ends);
+    this.fencing = new ClaimFencing(deps);
   }
 
   // ---- claim, renew, status, release --------------------------------------------------------
@@ -57,13 +60,18 @@ export class ClaimsCore {
     issueId: string,
     fencingToken: number | undefined,
     message?: string,
-  ): Promise<{ claim: ClaimView; issue: { id: string; status: string }; note?: { id: string; body: string; createdAt: string } }> {
+  ): Promise<{ claim: ClaimView; issue: IssueRefView; note?: { id: string; body: string; createdAt: string } }> {
     return this.holding.renew(ctx, issueId, fencingToken, message);
   }
 
   /** Releases (cancels) the active claim on a task: the holding agent, or a member (or higher). */
   release(ctx: CallContext, issueId: string, fencingToken: number | undefined): Promise<{ claim: ClaimView; issue: { id: string; status: string } }> {
     return this.holding.release(ctx, issueId, fencingToken);
+  }
+
+  /** The fence of the caller's writes to tasks (see core/fencing.ts). */
+  checkTaskWrites(ctx: CallContext, request: { issueIds: readonly string[]; kind: string; fencingToken?: number }): Promise<FenceAnswer[]> {
+    return this.fencing.checkTaskWrites(ctx, request);
   }
 
   // ---- ending claims ------------------------------------------------------------------------

@@ -43,6 +43,7 @@ const errorBodySchema = {
           },
         },
         failedIds: { type: 'array', items: { type: 'string' } },
+        missingCheckIds: { type: 'array', items: { type: 'string' }, description: 'With reason evidence-missing: the acceptance checks without evidence.' },
       },
     },
   },
@@ -78,7 +79,7 @@ export const userSchema = {
 
 export const workspaceSchema = {
   type: 'object',
-  required: ['id', 'name', 'slug', 'status', 'ownerId', 'defaultSandbox', 'planId', 'createdAt', 'updatedAt', 'version'],
+  required: ['id', 'name', 'slug', 'status', 'ownerId', 'defaultSandbox', 'planId', 'createdAt', 'updatedAt', 'version', 'doneRequires', 'doneGate'],
   properties: {
     id: str,
     name: str,
@@ -90,6 +91,8 @@ export const workspaceSchema = {
     createdAt: time,
     updatedAt: time,
     version: { type: 'integer' },
+    doneRequires: { type: 'string', enum: ['nothing', 'evidence', 'evidence-and-approval'], description: 'The done policy (docs/planning.md).' },
+    doneGate: { type: 'string', enum: ['done', 'in-review'] },
   },
 } as const;
 

@@ -5,9 +5,12 @@ import {
   storeReadiness,
   type BusExports,
   type ModuleDefinition,
+  type RpcClientsExports,
   type RpcServerExports,
 } from '@planning/runtime';
+import { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
 import { injectTraceHeaders } from '@planning/telemetry';
+import { createApprovalSweeper } from './approval-sweeper.js';
 import { issuesSettings } from './config.js';
 import { openPlanning, ProgramService, ProjectService, TaskRecordService, TaskService } from './planning.js';
 import { registerUsageProvider } from '@planning/metering';
@@ -17,6 +20,7 @@ import { createGuidanceService, GuidanceService } from './rpc/guidance-service.j
 import { createImportSupportService, ImportSupportService } from './rpc/import-support.js';
 import { createPlanningAccess } from './rpc/planning-access.js';
 import { createIssuesUsageProvider } from './rpc/usage-provider.js';
+import { createRemoteWriteFences } from './rpc/write-fences.js';
 import { createLocalAccess, createWorkspaceService, WorkspaceService } from './rpc/workspace-service.js';
 import { AgentRepository } from './store/agents.js';
 import { ClaimSupportRepository } from './store/claim-support.js';
@@ -30,11 +34,12 @@ export type IssuesSettings = EnvValues<typeof issuesSettings>;
 /** The issues service: workspaces and members, and (as it grows) everything planned in them. */
 export const issuesModule: ModuleDefinition<IssuesSettings> = {
   name: 'issues',
-  deps: ['bus', 'rpc-server'],
+  deps: ['bus', 'rpc-server', 'rpc-clients'],
   settings: issuesSettings,
   async init(ctx) {
     const { bus } = ctx.get<BusExports>('bus');
     const rpc = ctx.get<RpcServerExports>('rpc-server');
+    const clients = ctx.get<RpcClientsExports>('rpc-clients');
     const store = await openServiceStore(ctx.config, 'issues');
     const clock = () => new Date();
     const outbox = await createOutbox({
@@ -50,7 +55,19 @@ export const issuesModule: ModuleDefinition<IssuesSettings> = {
     const agents = await AgentRepository.open(store, outbox);
     rpc.addService(AgentService, createAgentService({ agents, access, clock }));
     registerUsageProvider(rpc, createIssuesUsageProvider({ access, countStoredTasks: storedTaskCounter(store) }));
-    const planning = await openPlanning({ store, outbox, workspaces, agents, access, clock });
+    // Agent writes are fenced by the agents-claims service, which owns claims and their rule.
+    const fences = createRemoteWriteFences(clients.client('agents-claims', ClaimService));
+    const planning = await openPlanning({
+      store,
+      outbox,
+      workspaces,
+      agents,
+      access,
+      fences,
+      clock,
+      approvalTtlSeconds: ctx.settings.APPROVAL_TTL_SECONDS,
+    });
+    const approvalSweeper = createApprovalSweeper(planning.records, { intervalMs: ctx.settings.APPROVAL_SWEEP_INTERVAL_MS, clock, logger: ctx.logger });
     rpc.addService(ProjectService, planning.services.projects);
     rpc.addService(ProgramService, planning.services.programs);
     rpc.addService(TaskService, planning.services.tasks);
@@ -60,6 +77,7 @@ export const issuesModule: ModuleDefinition<IssuesSettings> = {
       ClaimSupportService,
       createClaimSupportService({
         repo: await ClaimSupportRepository.open(outbox, planning.tasks, planning.records),
+        tasks: planning.tasks,
         access: createPlanningAccess(access, workspaces),
         clock,
       }),
@@ -84,8 +102,10 @@ export const issuesModule: ModuleDefinition<IssuesSettings> = {
     return {
       async start() {
         await outbox.start();
+        approvalSweeper.start();
       },
       async stop() {
+        await approvalSweeper.stop();
         await outbox.stop();
         await store.close();
       },

@@ -7,11 +7,13 @@ import type { AccessLookup } from '@planning/access';
 import type { Outbox } from '@planning/outbox';
 import type { ServiceImplementation } from '@planning/rpc';
 import type { DocumentStore } from '@planning/store';
+import { effectiveDonePolicy } from './domain/done-policy.js';
 import { createPlanningAccess } from './rpc/planning-access.js';
 import { createProgramService, ProgramService } from './rpc/program-service.js';
 import { createProjectService, ProjectService } from './rpc/project-service.js';
 import { createTaskRecordService, TaskRecordService } from './rpc/task-record-service.js';
 import { createTaskService, TaskService } from './rpc/task-service.js';
+import type { WriteFences } from './rpc/write-fences.js';
 import type { AgentRepository } from './store/agents.js';
 import { PlanningRepository } from './store/planning.js';
 import { TaskRecordRepository } from './store/task-records.js';
@@ -24,7 +26,11 @@ export interface PlanningDeps {
   workspaces: WorkspaceRepository;
   agents: Pick<AgentRepository, 'exists'>;
   access: AccessLookup;
+  /** The fence of agent writes: agents-claims' ClaimService (rpc/write-fences.ts). */
+  fences: WriteFences;
   clock: () => Date;
+  /** How long a pending approval request blocks (default 7 days). */
+  approvalTtlSeconds?: number;
 }
 
 export interface Planning {
@@ -43,10 +49,16 @@ export async function openPlanning(deps: PlanningDeps): Promise<Planning> {
   const planning = await PlanningRepository.open(deps.store, deps.outbox);
   const tasks = await TaskRepository.open(deps.store, deps.outbox, planning, {
     agentExists: (workspaceId, agentId, session) => deps.agents.exists(workspaceId, agentId, session),
+    async donePolicy(workspaceId, projectId, session) {
+      const [workspace, project] = await Promise.all([deps.workspaces.findById(workspaceId, session), planning.findProject(projectId, session)]);
+      return effectiveDonePolicy(workspace, project);
+    },
   });
-  const records = await TaskRecordRepository.open(deps.store, deps.outbox, tasks);
+  const records = await TaskRecordRepository.open(deps.store, deps.outbox, tasks, {
+    ...(deps.approvalTtlSeconds !== undefined ? { approvalTtlSeconds: deps.approvalTtlSeconds } : {}),
+  });
   const access = createPlanningAccess(deps.access, deps.workspaces);
-  const common = { access, clock: deps.clock };
+  const common = { access, fences: deps.fences, clock: deps.clock };
   return {
     planning,
     tasks,

@@ -5,7 +5,7 @@
  * and a request) never end a claim twice.
  */
 import type { ClaimTarget } from '@planning/proto/planning/issues/v1/claim_support_pb';
-import { endOfMovedTask } from '../domain/claims.js';
+import { endOfMovedTask, type StoredState } from '../domain/claims.js';
 import type { ClaimRecord, EndRequest } from '../store/claims.js';
 import { asSystem, systemTarget, SYSTEM_ACTOR, type CoreDeps } from './context.js';
 
@@ -45,16 +45,27 @@ export class ClaimEnds {
     return undefined;
   }
 
-  /** Ends an active claim whose lease passed (and its task, if still under it). */
+  /**
+   * Ends an active claim whose lease passed, and its task if still under it. An answered claim's
+   * task decides first (in issues, one transaction): it returns to ready only if it is still in
+   * progress under the claim with the mirror's expiry passed. If it is not (the holder completed it
+   * just before, or a member moved it on), the claim ends the way the task saw it end, never as
+   * expired: of a completion and the lease's expiry, exactly one wins, everywhere. A crash between
+   * the two stores leaves the claim active and past its lease, and the next sweep finishes it.
+   * A claim that never started has no task to ask: it ends here first (and tells the task after).
+   */
   async expire(claim: ClaimRecord, now: Date): Promise<ClaimRecord | null> {
-    return this.endClaim(claim, {
-      state: 'expired',
-      reason: 'lease-expired',
-      now,
-      actor: SYSTEM_ACTOR,
-      sync: true,
-      where: { expiresAt: { $lte: now } },
-    });
+    if (!claim.started) {
+      return this.endClaim(claim, { state: 'expired', reason: 'lease-expired', now, actor: SYSTEM_ACTOR, sync: true, where: { expiresAt: { $lte: now } } });
+    }
+    const res = await this.deps.issues.endClaimedWork(
+      { issueId: claim.issueId, claimId: claim._id, outcome: 'expired', actor: SYSTEM_ACTOR, startBy: claim.startBy.toISOString(), onlyIfExpired: true },
+      asSystem(),
+    );
+    const end = res.ended ? { state: 'expired' as const, reason: 'lease-expired' } : endAsTaskSaw(claim, res.target);
+    // Still under the claim with an unexpired mirror (the clocks of two processes differ): the next sweep looks again.
+    if (!end) return null;
+    return this.deps.claims.end(claim._id, { ...end, now, actor: SYSTEM_ACTOR, sync: false });
   }
 
   /** Ends a claim whose start did not finish (the agent never got it); its run is given back. */
@@ -98,4 +109,21 @@ export class ClaimEnds {
       asSystem(),
     );
   }
+}
+
+/**
+ * How a claim the task is no longer under ended, as the task saw it: the task's note of its last
+ * claim's end, or (a task deleted, or past another claim since) from its status. Undefined while
+ * the task is still under the claim.
+ */
+function endAsTaskSaw(claim: ClaimRecord, target: ClaimTarget | undefined): { state: Exclude<StoredState, 'active'>; reason: string } | undefined {
+  if (target?.claim?.claimId === claim._id) return undefined;
+  const noted = target?.lastClaimEnd?.claimId === claim._id ? target.lastClaimEnd.end : undefined;
+  if (noted === 'expired') return { state: 'expired', reason: 'lease-expired' };
+  if (noted === 'aborted') return { state: 'aborted', reason: 'start-failed' };
+  if (noted === 'completed' || noted === 'released') {
+    const moved = endOfMovedTask(target?.status);
+    return { state: noted, reason: noted === moved.state ? moved.reason : noted };
+  }
+  return endOfMovedTask(target?.status);
 }

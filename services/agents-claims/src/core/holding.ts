@@ -18,7 +18,7 @@ import {
 import type { ClaimRecord } from '../store/claims.js';
 import { asCaller, claimTarget, CLAIM_SCOPES, staleClaim, type CoreDeps } from './context.js';
 import type { ClaimEnds } from './ending.js';
-import { claimView, type ClaimView } from './views.js';
+import { claimView, type ClaimView, type IssueRefView } from './views.js';
 
 export class ClaimHolding {
   constructor(
@@ -46,7 +46,7 @@ export class ClaimHolding {
     rawIssueId: string,
     rawToken: number | undefined,
     message?: string,
-  ): Promise<{ claim: ClaimView; issue: { id: string; status: string }; note?: { id: string; body: string; createdAt: string } }> {
+  ): Promise<{ claim: ClaimView; issue: IssueRefView; note?: { id: string; body: string; createdAt: string } }> {
     const agent = requireAgent(ctx.principal, CLAIM_SCOPES);
     const issueId = validateId(rawIssueId, 'issueId');
     const fencingToken = validateFencingToken(rawToken);
@@ -73,7 +73,7 @@ export class ClaimHolding {
         );
         // The event only for a renewal both sides applied.
         await this.deps.claims.noteRenewed(renewed, actor, via);
-        return { claim: claimView(renewed, now), issue: { id: issueId, status: res.target?.status ?? 'in-progress' } };
+        return { claim: claimView(renewed, now), issue: { id: issueId, status: res.target?.status ?? 'in-progress', approvals: res.target?.approvals ?? [] } };
       }
       const res = await this.deps.issues.postClaimStatus(
         { issueId, claimId: claim._id, message: body, expiresAt: expiresAt.toISOString(), actor, renewal },
@@ -82,7 +82,7 @@ export class ClaimHolding {
       await this.deps.claims.noteRenewed(renewed, actor, via);
       return {
         claim: claimView(renewed, now),
-        issue: { id: issueId, status: res.target?.status ?? 'in-progress' },
+        issue: { id: issueId, status: res.target?.status ?? 'in-progress', approvals: res.target?.approvals ?? [] },
         note: { id: res.comment?.id ?? '', body: res.comment?.body ?? body, createdAt: res.comment?.createdAt ?? now.toISOString() },
       };
     } catch (err) {

@@ -1,11 +1,10 @@
 /** The ready-work queue as one agent sees it: ranked tasks, what each would answer to a claim, and the run budget. */
 import { authorizeWorkspace } from '@planning/access';
 import { PLANS, quotaPeriod, quotaResetsAt } from '@planning/plans';
-import type { Task } from '@planning/proto/planning/issues/v1/tasks_pb';
 import { callOptionsFrom, type CallContext } from '@planning/rpc';
 import { queueView, requireAgent, type QuotaState } from '../domain/claims.js';
 import { READ_SCOPES, type CoreDeps } from './context.js';
-import { claimView, type ReadyItem, type ReadyWork } from './views.js';
+import { claimView, doneEvidenceOf, type ReadyItem, type ReadyWork } from './views.js';
 
 /** Starting claims a ready-work call tells the issues service about (they last moments). */
 const MAX_STARTING = 1_000;
@@ -32,7 +31,6 @@ export class ReadyQueue {
     const claimsOnPage = await this.deps.claims.activeOn(page.tasks.map((t) => t.task?.id ?? ''));
     const claimedIds = new Set(claimsOnPage.filter((c) => c.expiresAt > now && c._id !== mine?._id).map((c) => c.issueId));
     const items: ReadyItem[] = [];
-    const evidenceOf = (t: Task) => ({ completed: t.acceptanceChecks.filter((c) => c.done).length, total: t.acceptanceChecks.length });
     if (!cursor && page.held && mine && page.heldClaim?.claimId === mine._id) {
       const view = queueView({
         openDependencyCount: page.held.openDependencyCount,
@@ -42,8 +40,9 @@ export class ReadyQueue {
         quotaState,
         resetsAt,
         needsBrief: page.held.agent?.readiness === 'needs-brief',
+        ...(page.held.done?.nextStep ? { doneStep: page.held.done.nextStep } : {}),
       });
-      items.push({ task: page.held, rank: 0, quotaState, doneEvidence: evidenceOf(page.held), claim: claimView(mine, now), ...view });
+      items.push({ task: page.held, rank: 0, quotaState, doneEvidence: doneEvidenceOf(page.held), claim: claimView(mine, now), approvals: page.held.approvals, ...view });
     }
     for (const entry of page.tasks) {
       const task = entry.task;
@@ -56,8 +55,9 @@ export class ReadyQueue {
         quotaState,
         resetsAt,
         needsBrief: task.agent?.readiness === 'needs-brief',
+        ...(task.done?.nextStep ? { doneStep: task.done.nextStep } : {}),
       });
-      items.push({ task, rank: entry.rank, quotaState, doneEvidence: evidenceOf(task), ...view });
+      items.push({ task, rank: entry.rank, quotaState, doneEvidence: doneEvidenceOf(task), approvals: task.approvals, ...view });
     }
     return {
       items,

@@ -1,6 +1,6 @@
 /** Claims, metering and the ready queue as the API shows them. */
 import type { MeterDecision } from '@planning/metering';
-import type { Task } from '@planning/proto/planning/issues/v1/tasks_pb';
+import type { ApprovalGate, Task } from '@planning/proto/planning/issues/v1/tasks_pb';
 import { publicState, type PublicState, type QueueState, type QuotaState } from '../domain/claims.js';
 import type { ClaimRecord } from '../store/claims.js';
 
@@ -29,9 +29,16 @@ export interface MeteringView {
   resetsAt: string;
 }
 
+/** The task a claim call answers about; heartbeats and status posts add its approval requests. */
+export interface IssueRefView {
+  id: string;
+  status: string;
+  approvals?: ApprovalGate[];
+}
+
 export interface ClaimResult {
   claim: ClaimView;
-  issue: { id: string; status: string };
+  issue: IssueRefView;
   metering: MeteringView;
   replayed: boolean;
 }
@@ -42,9 +49,32 @@ export interface ReadyItem {
   state: QueueState;
   quotaState: QuotaState;
   nextAction: string;
-  doneEvidence: { completed: number; total: number };
+  doneEvidence: DoneEvidenceView;
   whyNotClaimable?: { reason: string; message: string };
   claim?: ClaimView;
+  approvals: ApprovalGate[];
+}
+
+/** Acceptance checks done over all (DECISIONS §7), and what the done policy still needs. */
+export interface DoneEvidenceView {
+  completed: number;
+  total: number;
+  requires: string;
+  missingCheckIds: string[];
+  approval: string;
+  ready: boolean;
+}
+
+/** The done evidence of a task as the ready queue shows it. */
+export function doneEvidenceOf(t: Task): DoneEvidenceView {
+  return {
+    completed: t.acceptanceChecks.filter((c) => c.done).length,
+    total: t.acceptanceChecks.length,
+    requires: t.done?.requires ?? 'nothing',
+    missingCheckIds: t.done?.missingCheckIds ?? [],
+    approval: t.done?.approval ?? 'not-required',
+    ready: t.done?.ready ?? true,
+  };
 }
 
 export interface ReadyWork {

@@ -184,6 +184,8 @@ export interface QueueFacts {
   resetsAt: string;
   /** The task's brief is incomplete (its readiness `needs-brief`). */
   needsBrief: boolean;
+  /** What the done policy still needs before the task may be completed (absent: nothing). */
+  doneStep?: string;
 }
 
 export interface QueueView {
@@ -198,7 +200,9 @@ export function queueView(f: QueueFacts): QueueView {
     return {
       state: 'claimed',
       whyNotClaimable: { reason: 'held-by-you', message: 'You hold this claim' },
-      nextAction: `Work on it: post status or heartbeat before ${f.heldExpiresAt ?? 'the lease ends'}, attach evidence, then move it to in-review (or release it).`,
+      nextAction: f.doneStep
+        ? `Work on it: post status or heartbeat before ${f.heldExpiresAt ?? 'the lease ends'}. ${f.doneStep} Then move it on (or release it).`
+        : `Work on it: post status or heartbeat before ${f.heldExpiresAt ?? 'the lease ends'}, attach evidence, then move it to in-review (or release it).`,
     };
   }
   if (f.openDependencyCount > 0) {
@@ -230,10 +234,8 @@ export function queueView(f: QueueFacts): QueueView {
       nextAction: `Wait for the agent-run budget to reset (${f.resetsAt}) or ask an owner to upgrade the plan.`,
     };
   }
-  return {
-    state: 'claimable',
-    nextAction: f.needsBrief
-      ? 'Claim it (POST /api/agents/claim), then complete the task contract (goal, expected output, verification) before coding.'
-      : 'Claim it (POST /api/agents/claim) and start work.',
-  };
+  const claimIt = f.needsBrief
+    ? 'Claim it (POST /api/agents/claim), then complete the task contract (goal, expected output, verification) before coding.'
+    : 'Claim it (POST /api/agents/claim) and start work.';
+  return { state: 'claimable', nextAction: f.doneStep ? `${claimIt} ${f.doneStep}` : claimIt };
 }

@@ -54,6 +54,7 @@ export function createClaimService(core: ClaimsCore): ServiceImplementation<type
             ...(i.whyNotClaimable ? { whyNotClaimable: i.whyNotClaimable } : {}),
           },
           ...(i.claim ? { claim: toClaimMessage(i.claim) } : {}),
+          approvals: i.approvals,
         })),
         queueSummary: work.summary,
         claimQueue: work.items.map((i) => ({ issueId: i.task.id, rank: i.rank, state: i.state })),
@@ -108,6 +109,21 @@ export function createClaimService(core: ClaimsCore): ServiceImplementation<type
 
     async getClaimPolicy(request, ctx) {
       return { policy: toPolicyMessage(await core.getPolicy(ctx, request.workspaceId)) };
+    },
+
+    async checkTaskWrites(request, ctx) {
+      const fences = await core.checkTaskWrites(ctx, {
+        issueIds: request.issueIds,
+        kind: request.kind,
+        ...(request.fencingToken !== undefined ? { fencingToken: request.fencingToken } : {}),
+      });
+      return {
+        fences: fences.map((f) => ({
+          issueId: f.issueId,
+          ...(f.claimId ? { claimId: f.claimId } : {}),
+          ...(f.refusal ? { refusalReason: f.refusal.reason, refusalMessage: f.refusal.message } : {}),
+        })),
+      };
     },
 
     async setClaimPolicy(request, ctx) {

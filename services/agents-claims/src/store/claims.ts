@@ -297,6 +297,18 @@ export class ClaimRepository {
     );
   }
 
+  /**
+   * The latest answered claim of a task (started and not aborted: its agent was told it holds it),
+   * or of one agent on it. Ids grow with time, and a task's claims follow one another.
+   */
+  async latestAnswered(issueId: string, agentId?: string): Promise<ClaimRecord | null> {
+    const rows = await this.claims.find(
+      { issueId, started: true, state: { $ne: 'aborted' }, ...(agentId !== undefined ? { agentId } : {}) },
+      { sort: { _id: -1 }, limit: 1 },
+    );
+    return rows[0] ?? null;
+  }
+
   getMany(ids: readonly string[]): Promise<ClaimRecord[]> {
     if (ids.length === 0) return Promise.resolve([]);
     return this.claims.find({ _id: { $in: [...ids] } });

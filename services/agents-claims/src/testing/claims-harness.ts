@@ -6,7 +6,7 @@
 import { create, fromBinary, toBinary, type DescMessage, type DescService } from '@bufbuild/protobuf';
 import type { EventEnvelope } from '@planning/bus';
 import { createInProcessBus } from '@planning/bus';
-import { claimSupportOf } from '@planning/issues/testing/claim-support-harness';
+import { claimSupportOf, createRemoteWriteFences } from '@planning/issues/testing/claim-support-harness';
 import { createPlanningHarness, type PlanningHarness } from '@planning/issues/testing/planning-harness';
 import { createRemoteAccess } from '@planning/access';
 import { IdempotencyKeys } from '@planning/idempotency';
@@ -115,6 +115,8 @@ export async function createClaimsHarness(options: { leaseSeconds?: number; star
     return { core, rpc: rpcClientOf(ClaimService, createClaimService(core)) };
   };
   const first = await replica();
+  // The issues service asks agents-claims for the fence of every agent write, as over gRPC.
+  planning.setWriteFences(createRemoteWriteFences(first.rpc));
   const delivered = new Set<string>();
   let projects = 0;
   let tasks = 0;

@@ -97,6 +97,15 @@ const limit = int(1, 200, 'Default 20.');
 const cursor = str('From page.nextCursor.');
 const fencingToken = { type: 'integer', minimum: 1, maximum: 2147483647, description: 'From claim_work.' };
 const version = int(1, 2 ** 31 - 1);
+/** Members only (agents get 403): complete despite the done policy or a pending approval; audited. */
+const override = {
+  type: 'object',
+  required: ['reason'],
+  additionalProperties: false,
+  description: 'Members only: complete despite the done policy; audited.',
+  properties: { reason: { type: 'string', minLength: 1, maxLength: 2000 } },
+};
+const APPROVAL_FORS = ['done', 'in-review', 'merge', 'custom'] as const;
 /** A brief section: text or a list, `null` clears it (`anyOf`, not a type array: strict hosts refuse those). */
 const sectionText: Json = { type: 'string', maxLength: 2000 };
 const sectionList: Json = { type: 'array', maxItems: 30, items: { type: 'string', maxLength: 500 } };
@@ -187,8 +196,8 @@ const ISSUE_TOOLS: ToolDefinition[] = [
     name: 'update_issue_status',
     title: 'Move an issue',
     description:
-      "Move a task's status along the allowed moves; in-review, done or cancelled completes your claim, ready releases it. Pass fencingToken while you hold the claim; once it ended, a repeat with it is refused (stale-claim).",
-    inputSchema: args({ issueId, status: enumOf(STATUSES), version, fencingToken }, ['issueId', 'status']),
+      "Move a task's status along the allowed moves; in-review, done or cancelled completes your claim, ready releases it. Pass fencingToken while you hold the claim; once it ended, a repeat with it is refused (stale-claim). Done needs what the done policy asks (get_task_contract's done).",
+    inputSchema: args({ issueId, status: enumOf(STATUSES), version, fencingToken, override }, ['issueId', 'status']),
     outputSchema: toolOutputSchema(issueChangeResponse),
     annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
@@ -323,7 +332,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'update_task_contract',
     title: 'Update task contract',
     description: "Overwrite sections of a task's brief; null clears one. A repeat changes nothing.",
-    inputSchema: args({ issueId, agent: args({ instructions: brief(orNull) }, ['instructions']), version }, ['issueId', 'agent']),
+    inputSchema: args({ issueId, agent: args({ instructions: brief(orNull) }, ['instructions']), version, fencingToken }, ['issueId', 'agent']),
     outputSchema: toolOutputSchema(taskContractChangeResponse),
     annotations: OVERWRITE,
     scopes: WRITE_SCOPES,
@@ -375,7 +384,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'add_comment',
     title: 'Add comment',
     description: 'Comment on a task; call to leave notes or the handoff packet. A retry adds another.',
-    inputSchema: args({ issueId, body: text(10000, 1) }, ['issueId', 'body']),
+    inputSchema: args({ issueId, body: text(10000, 1), fencingToken }, ['issueId', 'body']),
     outputSchema: toolOutputSchema(ok(commentSchema)),
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -385,7 +394,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'log_time',
     title: 'Log time',
     description: 'Log minutes worked on a task; call after each stretch of work. A retry logs again.',
-    inputSchema: args({ issueId, minutes: int(1, 1440), note: text(1000), loggedAt: { type: 'string', format: 'date-time' } }, ['issueId', 'minutes']),
+    inputSchema: args({ issueId, minutes: int(1, 1440), note: text(1000), loggedAt: { type: 'string', format: 'date-time' }, fencingToken }, ['issueId', 'minutes']),
     outputSchema: toolOutputSchema(timeLoggedResponse),
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -395,7 +404,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'add_evidence',
     title: 'Add evidence',
     description: 'Attach proof to a task; a checkId marks that acceptance check done. A retry adds another.',
-    inputSchema: args({ issueId, kind: enumOf(EVIDENCE_KINDS), title: text(300, 1), url: text(2000), body: text(20000), checkId: id }, ['issueId', 'kind', 'title']),
+    inputSchema: args({ issueId, kind: enumOf(EVIDENCE_KINDS), title: text(300, 1), url: text(2000), body: text(20000), checkId: id, fencingToken }, ['issueId', 'kind', 'title']),
     outputSchema: toolOutputSchema(ok(evidenceSchema)),
     annotations: ADD,
     scopes: WRITE_SCOPES,
@@ -405,7 +414,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'request_approval',
     title: 'Request approval',
     description: 'Ask a person to approve something on a task (pending until decided). A retry asks again.',
-    inputSchema: args({ issueId, reason: text(2000, 1) }, ['issueId', 'reason']),
+    inputSchema: args({ issueId, reason: text(2000, 1), for: { ...enumOf(APPROVAL_FORS), description: 'done/in-review: that move waits for the decision. Default custom.' }, fencingToken }, ['issueId', 'reason']),
     outputSchema: toolOutputSchema(ok(approvalSchema)),
     annotations: ADD,
     scopes: WRITE_SCOPES,

@@ -97,7 +97,7 @@ export const REFUSAL_SCHEMA: Json = exactSchema({
       properties: {
         code: { type: 'string', enum: [...ERROR_CODES] },
         message: { type: 'string' },
-        reason: { type: 'string', description: 'e.g. not-ready, active-claim, stale-claim, invalid-transition.' },
+        reason: { type: 'string', description: 'e.g. not-ready, active-claim, stale-claim, invalid-transition, evidence-missing, approval-pending, approval-required.' },
         field: { type: 'string' },
         quota: {
           type: 'object',
@@ -105,6 +105,7 @@ export const REFUSAL_SCHEMA: Json = exactSchema({
           properties: { kind: { type: 'string' }, limit: { type: 'integer' }, used: { type: 'integer' }, resetsAt: { type: 'string', format: 'date-time' } },
         },
         failedIds: { type: 'array', items: { type: 'string' } },
+        missingCheckIds: { type: 'array', items: { type: 'string' } },
       },
     },
   },

@@ -8,7 +8,7 @@ import { ServiceError } from '@planning/errors';
 import { agentPreflight, clientBootstrap, tokenIdentity } from '../routes/guidance-agent.js';
 import { contextPackJson, customizationJson, hitJson, launchReadinessJson, standardsJson } from '../routes/guidance-json.js';
 import { createTaskRequest, instructionsPatch, taskPatch, type RestInstructions, type RestIssueCreate, type RestIssuePatch } from '../routes/planning-input.js';
-import { approvalJson, commentJson, evidenceJson, issueJson, reminderItemJson, taskContractJson, timeEntryJson } from '../routes/planning-json.js';
+import { approvalJson, commentJson, doneStatusJson, evidenceJson, issueJson, reminderItemJson, taskContractJson, timeEntryJson } from '../routes/planning-json.js';
 import { MCP_DEFAULT_LIMIT } from './catalog.js';
 import { claimToolHandlers } from './claim-tools.js';
 import type { ToolContext, ToolHandler } from './tool-context.js';
@@ -60,7 +60,10 @@ const createIssue: ToolHandler = async (a, ctx) => {
 
 /** `PATCH /api/issues/{id}` with `body`: the same guarded path (version, fencing token) and response. */
 async function patchIssue(ctx: ToolContext, a: Parameters<ToolHandler>[0], body: RestIssuePatch): Promise<Record<string, unknown>> {
-  const result = await ctx.deps.rpc.tasks.updateTask({ id: a.issueId, patch: taskPatch(body), expectedVersion: a.version, fencingToken: a.fencingToken }, options(ctx));
+  const result = await ctx.deps.rpc.tasks.updateTask(
+    { id: a.issueId, patch: taskPatch(body), expectedVersion: a.version, fencingToken: a.fencingToken, override: a.override },
+    options(ctx),
+  );
   return { data: issueJson(present(result.task)), meta: { changedFields: result.changedFields } };
 }
 
@@ -109,33 +112,39 @@ export const TOOL_HANDLERS: Readonly<Record<string, ToolHandler>> = {
   },
   get_task_contract: async (a, ctx) => {
     const result = await ctx.deps.rpc.tasks.getTaskContract({ issueId: a.issueId }, options(ctx));
-    return { data: { issue: { id: result.issueId, status: result.status }, taskContract: taskContractJson(result.contract) } };
+    return { data: { issue: { id: result.issueId, status: result.status }, taskContract: taskContractJson(result.contract), done: doneStatusJson(result.done) } };
   },
   update_task_contract: async (a, ctx) => {
     const result = await ctx.deps.rpc.tasks.updateTaskContract(
-      { issueId: a.issueId, instructions: instructionsPatch(a.agent.instructions as RestInstructions), expectedVersion: a.version },
+      { issueId: a.issueId, instructions: instructionsPatch(a.agent.instructions as RestInstructions), expectedVersion: a.version, fencingToken: a.fencingToken },
       options(ctx),
     );
     return { data: { issue: { id: result.issueId, status: result.status }, taskContract: taskContractJson(result.contract), changedSections: result.changedSections } };
   },
   get_context_pack: async (a, ctx) => ({ data: contextPackJson(await ctx.deps.rpc.guidance.getContextPack({ issueId: a.issueId }, options(ctx))) }),
   add_comment: async (a, ctx) => {
-    const { comment } = await ctx.deps.rpc.taskRecords.addComment({ issueId: a.issueId, body: a.body }, options(ctx));
+    const { comment } = await ctx.deps.rpc.taskRecords.addComment({ issueId: a.issueId, body: a.body, fencingToken: a.fencingToken }, options(ctx));
     return { data: commentJson(present(comment)) };
   },
   log_time: async (a, ctx) => {
-    const result = await ctx.deps.rpc.taskRecords.logTime({ issueId: a.issueId, minutes: a.minutes, note: a.note, loggedAt: a.loggedAt }, options(ctx));
+    const result = await ctx.deps.rpc.taskRecords.logTime(
+      { issueId: a.issueId, minutes: a.minutes, note: a.note, loggedAt: a.loggedAt, fencingToken: a.fencingToken },
+      options(ctx),
+    );
     return { data: { timeEntry: timeEntryJson(present(result.timeEntry)), totalMinutes: result.totalMinutes } };
   },
   add_evidence: async (a, ctx) => {
     const { evidence } = await ctx.deps.rpc.taskRecords.addEvidence(
-      { issueId: a.issueId, kind: a.kind, title: a.title, url: a.url, body: a.body, checkId: a.checkId },
+      { issueId: a.issueId, kind: a.kind, title: a.title, url: a.url, body: a.body, checkId: a.checkId, fencingToken: a.fencingToken },
       options(ctx),
     );
     return { data: evidenceJson(present(evidence)) };
   },
   request_approval: async (a, ctx) => {
-    const { approval } = await ctx.deps.rpc.taskRecords.requestApproval({ issueId: a.issueId, reason: a.reason }, options(ctx));
+    const { approval } = await ctx.deps.rpc.taskRecords.requestApproval(
+      { issueId: a.issueId, reason: a.reason, approvalFor: a.for, fencingToken: a.fencingToken },
+      options(ctx),
+    );
     return { data: approvalJson(present(approval)) };
   },
   search_issues: searchIssues,

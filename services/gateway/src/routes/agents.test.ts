@@ -128,10 +128,13 @@ describe('agents routes: claim', () => {
 
 describe('agents routes: under a claim', () => {
   it('agents routes: heartbeat and release take no body or a fencing token', async () => {
-    answer = () => ({ claim, issue: { id: 'iss_1', status: 'in-progress' } });
+    const gate = { id: 'apr_1', approvalFor: 'done', status: 'rejected', requestedBy: 'key_1', requestedAt: '2025-06-02T10:01:00.000Z', expiresAt: '2025-06-09T10:01:00.000Z' };
+    answer = () => ({ claim, issue: { id: 'iss_1', status: 'in-progress', approvals: [gate] } });
     const bare = await app.inject({ method: 'POST', url: '/api/agents/claims/iss_1/heartbeat' });
     expect(bare.statusCode).toBe(200);
     expect(bare.json().data.claim.fencingToken).toBe(3);
+    // The holder sees decisions on its task's approval requests in every heartbeat.
+    expect(bare.json().data.issue.approvals).toEqual([{ ...gate, approvalFor: undefined, for: 'done', decidedAt: null }].map(({ approvalFor: _a, ...g }) => g));
     const fenced = await app.inject({ method: 'POST', url: '/api/agents/claims/iss_1/release', payload: { fencingToken: 3 } });
     expect(fenced.statusCode).toBe(200);
     expect(calls.map((c) => [c.method, c.request])).toEqual([
@@ -180,9 +183,12 @@ describe('agents routes: ready work, claims, policy', () => {
             state: 'blocked',
             quotaState: 'within-run-budget',
             nextAction: 'Finish the 1 open dependency first.',
-            doneEvidence: { completed: 0, total: 2 },
+            doneEvidence: { completed: 0, total: 2, requires: 'evidence', missingCheckIds: ['chk_1', 'chk_2'], approval: 'not-required', ready: false },
             whyNotClaimable: { reason: 'dependencies-open', message: '1 dependency is not done yet' },
           },
+          approvals: [
+            { id: 'apr_1', approvalFor: 'done', status: 'approved', requestedBy: 'key_1', requestedAt: '2025-06-01T00:00:00.000Z', expiresAt: '2025-06-08T00:00:00.000Z', decidedAt: '2025-06-01T01:00:00.000Z' },
+          ],
         },
       ],
       queueSummary: { total: 1, claimable: 0, blocked: 1, heldByYou: 0, quotaState: 'within-run-budget' },
@@ -210,10 +216,13 @@ describe('agents routes: ready work, claims, policy', () => {
         state: 'blocked',
         quotaState: 'within-run-budget',
         nextAction: 'Finish the 1 open dependency first.',
-        doneEvidence: { completed: 0, total: 2 },
+        doneEvidence: { completed: 0, total: 2, requires: 'evidence', missingCheckIds: ['chk_1', 'chk_2'], approval: 'not-required', ready: false },
         whyNotClaimable: { reason: 'dependencies-open', message: '1 dependency is not done yet' },
       },
       claim: null,
+      approvals: [
+        { id: 'apr_1', for: 'done', status: 'approved', requestedBy: 'key_1', requestedAt: '2025-06-01T00:00:00.000Z', expiresAt: '2025-06-08T00:00:00.000Z', decidedAt: '2025-06-01T01:00:00.000Z' },
+      ],
     });
     expect(body.queueSummary).toEqual({ total: 1, claimable: 0, blocked: 1, heldByYou: 0, quotaState: 'within-run-budget' });
     expect(body.claimQueue).toEqual([{ issueId: 'iss_2', rank: 1, state: 'blocked' }]);

@@ -21,6 +21,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { ok, page } from '../openapi.js';
 import { agentIdSchema, cursorSchema, idSchema, limitSchema } from './planning-input.js';
+import { approvalGateJson, approvalGateSchema } from './planning-json.js';
 
 const CLAIM_STATES = ['starting', 'active', 'released', 'completed', 'expired', 'aborted'] as const;
 
@@ -87,9 +88,16 @@ export function meteringJson(m: MessageShape<typeof MeteringSchema> | undefined)
 
 const issueRefSchema = { type: 'object', required: ['id', 'status'], properties: { id: str, status: str } } as const;
 
+/** A heartbeat's or status post's task: with its approval requests, so the holder sees decisions. */
+const heldIssueSchema = {
+  type: 'object',
+  required: ['id', 'status', 'approvals'],
+  properties: { id: str, status: str, approvals: { type: 'array', items: approvalGateSchema, description: 'Pending requests, and the latest decided per `for`.' } },
+} as const;
+
 const readyItemSchema = {
   type: 'object',
-  required: ['id', 'workspaceId', 'projectId', 'title', 'status', 'priority', 'labels', 'dueDate', 'createdAt', 'agent', 'openDependencyCount', 'rank', 'agentClaimQueue', 'claim'],
+  required: ['id', 'workspaceId', 'projectId', 'title', 'status', 'priority', 'labels', 'dueDate', 'createdAt', 'agent', 'openDependencyCount', 'rank', 'agentClaimQueue', 'claim', 'approvals'],
   properties: {
     id: str,
     workspaceId: str,
@@ -110,7 +118,19 @@ const readyItemSchema = {
         state: { type: 'string', enum: ['claimable', 'blocked', 'claimed'] },
         quotaState: { type: 'string', enum: ['within-run-budget', 'run-budget-exhausted'] },
         nextAction: str,
-        doneEvidence: { type: 'object', required: ['completed', 'total'], properties: { completed: int, total: int } },
+        doneEvidence: {
+          type: 'object',
+          required: ['completed', 'total', 'requires', 'missingCheckIds', 'approval', 'ready'],
+          description: 'Acceptance checks done over all, and what the done policy still needs (docs/planning.md).',
+          properties: {
+            completed: int,
+            total: int,
+            requires: { type: 'string', enum: ['nothing', 'evidence', 'evidence-and-approval'] },
+            missingCheckIds: { type: 'array', items: str, description: 'Checks no evidence names yet.' },
+            approval: { type: 'string', enum: ['not-required', 'missing', 'pending', 'approved', 'rejected'] },
+            ready: { type: 'boolean', description: 'The moves the policy gates would pass now.' },
+          },
+        },
         whyNotClaimable: {
           type: ['object', 'null'],
           description: 'Why a claim would fail now (dependencies-open, active-claim, held-by-you, agent-busy, run-budget-exhausted); null when it would succeed.',
@@ -120,6 +140,7 @@ const readyItemSchema = {
       },
     },
     claim: { anyOf: [claimSchema, { type: 'null' }], description: 'Your claim on this task, if you hold it.' },
+    approvals: { type: 'array', items: approvalGateSchema, description: "The task's approval requests: pending ones, and the latest decided per `for`." },
   },
 } as const;
 
@@ -142,10 +163,18 @@ function readyItemJson(i: MessageShape<typeof ReadyWorkItemSchema>) {
       state: q?.state ?? 'claimable',
       quotaState: q?.quotaState ?? 'within-run-budget',
       nextAction: q?.nextAction ?? '',
-      doneEvidence: { completed: q?.doneEvidence?.completed ?? 0, total: q?.doneEvidence?.total ?? 0 },
+      doneEvidence: {
+        completed: q?.doneEvidence?.completed ?? 0,
+        total: q?.doneEvidence?.total ?? 0,
+        requires: q?.doneEvidence?.requires || 'nothing',
+        missingCheckIds: q?.doneEvidence?.missingCheckIds ?? [],
+        approval: q?.doneEvidence?.approval || 'not-required',
+        ready: q?.doneEvidence?.ready ?? true,
+      },
       whyNotClaimable: q?.whyNotClaimable ? { reason: q.whyNotClaimable.reason, message: q.whyNotClaimable.message } : null,
     },
     claim: i.claim ? claimJson(i.claim) : null,
+    approvals: i.approvals.map(approvalGateJson),
   };
 }
 
@@ -170,15 +199,22 @@ export function claimWorkBody(res: ClaimWorkResponse, issueId: string) {
   return { data: { claim: claimJson(res.claim), issue: issueRef(res.issue, issueId), metering: meteringJson(res.metering) } };
 }
 
-export function claimAndIssueBody(res: RenewClaimResponse | ReleaseClaimResponse, issueId: string) {
+export function claimAndIssueBody(res: ReleaseClaimResponse, issueId: string) {
   return { data: { claim: claimJson(res.claim), issue: issueRef(res.issue, issueId) } };
+}
+
+const heldIssue = (issue: RenewClaimResponse['issue'], issueId: string) => ({ ...issueRef(issue, issueId), approvals: (issue?.approvals ?? []).map(approvalGateJson) });
+
+/** A heartbeat (and its MCP twin): the renewed claim, and the task with its approval requests. */
+export function heartbeatBody(res: RenewClaimResponse, issueId: string) {
+  return { data: { claim: claimJson(res.claim), issue: heldIssue(res.issue, issueId) } };
 }
 
 export function statusPostBody(res: PostStatusResponse, issueId: string) {
   return {
     data: {
       claim: claimJson(res.claim),
-      issue: issueRef(res.issue, issueId),
+      issue: heldIssue(res.issue, issueId),
       note: { id: res.note?.id ?? '', body: res.note?.body ?? '', createdAt: res.note?.createdAt ?? '' },
     },
   };
@@ -235,8 +271,11 @@ export const readyWorkResponse = {
 /** `POST /api/agents/claim` (and `claim_work`). */
 export const claimWorkResponse = ok({ type: 'object', required: ['claim', 'issue', 'metering'], properties: { claim: claimSchema, issue: issueRefSchema, metering: meteringSchema } });
 
-/** Heartbeat and release (and `cancel_work`): the claim and the task's id and status. */
+/** Release (and `cancel_work`): the claim and the task's id and status. */
 export const claimAndIssueResponse = ok({ type: 'object', required: ['claim', 'issue'], properties: { claim: claimSchema, issue: issueRefSchema } });
+
+/** Heartbeat: the claim, and the task with its approval requests. */
+export const heartbeatResponse = ok({ type: 'object', required: ['claim', 'issue'], properties: { claim: claimSchema, issue: heldIssueSchema } });
 
 /** `POST /api/agents/claims/{issueId}/status` (and `post_status`). */
 export const statusPostResponse = ok({
@@ -244,7 +283,7 @@ export const statusPostResponse = ok({
   required: ['claim', 'issue', 'note'],
   properties: {
     claim: claimSchema,
-    issue: issueRefSchema,
+    issue: heldIssueSchema,
     note: { type: 'object', required: ['id', 'body', 'createdAt'], properties: { id: str, body: str, createdAt: str } },
   },
 });
@@ -303,16 +342,16 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     {
       schema: {
         summary: 'Renew your claim (heartbeat)',
-        description: 'The lease starts again from now. 409 `stale-claim` when you hold no active claim on the task (expired, released, completed, taken over) or the fencing token is not the current one.',
+        description: 'The lease starts again from now; `issue.approvals` shows the task\'s approval requests and their decisions. 409 `stale-claim` when you hold no active claim on the task (expired, released, completed, taken over) or the fencing token is not the current one.',
         params: issueParams,
         body: tokenBody,
-        response: { 200: claimAndIssueResponse },
+        response: { 200: heartbeatResponse },
       },
       config: TOKEN_WRITE,
     },
     async (request) => {
       const res = await claims.renewClaim({ issueId: request.params.issueId, fencingToken: request.body?.fencingToken }, { principal: request.principal });
-      return claimAndIssueBody(res, request.params.issueId);
+      return heartbeatBody(res, request.params.issueId);
     },
   );
 

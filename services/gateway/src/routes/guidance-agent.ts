@@ -151,6 +151,10 @@ export async function agentPreflight(deps: GatewayDeps, principal: Principal, vi
   const approvals = (
     await Promise.all(working.map((issueId) => deps.rpc.taskRecords.listApprovals({ issueId, status: 'pending', limit: 20 }, options)))
   ).flatMap((r) => r.approvals.map((a) => ({ id: a.id, issueId: a.issueId, reason: a.reason, createdAt: a.createdAt })));
+  // Decisions on this agent's requests on its held task (the requesting agent sees them here).
+  const decided = (heldItem?.approvals ?? [])
+    .filter((g) => g.status !== 'pending' && g.requestedBy === keyId)
+    .map((g) => ({ id: g.id, issueId: heldItem?.id ?? '', for: g.approvalFor, status: g.status, decidedAt: g.decidedAt ?? null }));
   const summary = ready?.queueSummary;
   const next = ready?.claimQueue.find((e) => e.state === 'claimable');
   const facts: PreflightFacts = {
@@ -193,8 +197,11 @@ export async function agentPreflight(deps: GatewayDeps, principal: Principal, vi
     {
       id: 'pending-approvals',
       status: (approvals.length > 0 ? 'warn' : 'pass') as CheckStatus,
-      detail: approvals.length > 0 ? `${approvals.length} approval request(s) on your tasks wait for a person.` : 'No approval request waits on your tasks.',
+      detail:
+        (approvals.length > 0 ? `${approvals.length} approval request(s) on your tasks wait for a person.` : 'No approval request waits on your tasks.') +
+        (decided.length > 0 ? ` Decided: ${decided.map((d) => `${d.id} ${d.status}`).join(', ')}.` : ''),
       approvals,
+      decided,
     },
     {
       id: 'ready-work',

@@ -14,6 +14,7 @@ import type {
   WorkspaceCustomizationSchema,
 } from '@planning/proto/planning/issues/v1/guidance_pb';
 import type { ContextPackItemSchema } from '@planning/proto/planning/issues/v1/projects_pb';
+import { approvalGateJson, approvalGateSchema, doneStatusJson, doneStatusSchema } from './planning-json.js';
 
 type Shape<S extends DescMessage> = MessageShape<S>;
 
@@ -140,6 +141,8 @@ export function contextPackJson(p: Shape<typeof GetContextPackResponseSchema>) {
     project: source(p.project),
     initiative: source(p.initiative),
     documents: p.documents.map(documentJson),
+    done: doneStatusJson(p.done),
+    approvals: p.approvals.map(approvalGateJson),
   };
 }
 
@@ -252,6 +255,8 @@ export const contextPackSchema = obj({
   project: contextSourceSchema,
   initiative: contextSourceSchema,
   documents: { type: 'array', items: documentSchema },
+  done: { ...doneStatusSchema, description: 'What moving the task to done still needs under the done policy.' },
+  approvals: { type: 'array', items: approvalGateSchema, description: "The task's approval requests (pending, and the latest decided per `for`)." },
 });
 
 export const launchReadinessSchema = obj({
@@ -322,6 +327,11 @@ export const preflightSchema = obj({
       quotaState: nullableStr,
       claim: { anyOf: [obj({ issueId: str, expiresAt: str, fencingToken: { type: 'integer' } }), { type: 'null' }] },
       approvals: { type: 'array', items: obj({ id: str, issueId: str, reason: str, createdAt: str }) },
+      decided: {
+        type: 'array',
+        description: 'pending-approvals: your requests on your held task that a member decided, or that expired.',
+        items: obj({ id: str, issueId: str, for: str, status: str, decidedAt: nullableStr }),
+      },
       claimable: nullableInt,
       total: nullableInt,
     }),

@@ -5,6 +5,8 @@ import { ok, page } from '../openapi.js';
 import {
   activityJson,
   activitySchema,
+  APPROVAL_FOR,
+  APPROVAL_STATUS,
   approvalJson,
   approvalSchema,
   commentJson,
@@ -14,7 +16,7 @@ import {
   timeEntryJson,
   timeEntrySchema,
 } from './planning-json.js';
-import { cursorSchema, idParams, idSchema, limitSchema } from './planning-input.js';
+import { cursorSchema, fencingTokenSchema, idParams, idSchema, limitSchema } from './planning-input.js';
 
 const pageQuery = {
   type: 'object',
@@ -41,19 +43,29 @@ export const timeLoggedResponse = {
 export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   const records = deps.rpc.taskRecords;
 
-  app.post<{ Params: { id: string }; Body: { body: string } }>(
+  app.post<{ Params: { id: string }; Body: { body: string; fencingToken?: number } }>(
     '/api/issues/:id/comments',
     {
       schema: {
         summary: 'Comment on an issue',
+        description:
+          'An agent that lost its claim (expired, or taken over) may still comment, so it can say what happened; under another agent\'s active claim it gets 409 `active-claim`, and a stale `fencingToken` 409 `stale-claim`.',
         params: idParams,
-        body: { type: 'object', required: ['body'], additionalProperties: false, properties: { body: { type: 'string', minLength: 1, maxLength: 10000 } } },
+        body: {
+          type: 'object',
+          required: ['body'],
+          additionalProperties: false,
+          properties: { body: { type: 'string', minLength: 1, maxLength: 10000 }, fencingToken: fencingTokenSchema },
+        },
         response: { 201: ok(commentSchema) },
       },
       config: WRITE,
     },
     async (request, reply) => {
-      const { comment } = await records.addComment({ issueId: request.params.id, body: request.body.body }, { principal: request.principal });
+      const { comment } = await records.addComment(
+        { issueId: request.params.id, body: request.body.body, fencingToken: request.body.fencingToken },
+        { principal: request.principal },
+      );
       if (!comment) throw new ServiceError('internal', 'Internal error');
       void reply.status(201);
       return { data: commentJson(comment) };
@@ -69,7 +81,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     },
   );
 
-  app.post<{ Params: { id: string }; Body: { minutes: number; note?: string; loggedAt?: string } }>(
+  app.post<{ Params: { id: string }; Body: { minutes: number; note?: string; loggedAt?: string; fencingToken?: number } }>(
     '/api/issues/:id/time-entries',
     {
       schema: {
@@ -83,6 +95,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
             minutes: { type: 'integer', minimum: 1, maximum: 1440 },
             note: { type: 'string', maxLength: 1000 },
             loggedAt: { type: 'string', format: 'date-time', description: 'When the work was done (default: now).' },
+            fencingToken: fencingTokenSchema,
           },
         },
         response: { 201: timeLoggedResponse },
@@ -124,12 +137,13 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     },
   );
 
-  app.post<{ Params: { id: string }; Body: { kind: string; title: string; url?: string; body?: string; checkId?: string } }>(
+  app.post<{ Params: { id: string }; Body: { kind: string; title: string; url?: string; body?: string; checkId?: string; fencingToken?: number } }>(
     '/api/issues/:id/evidence',
     {
       schema: {
         summary: 'Attach evidence (proof) to an issue',
-        description: 'Evidence naming an acceptance check (`checkId`) marks that check done.',
+        description:
+          'Evidence naming an acceptance check (`checkId`) marks that check done; under a done policy of `evidence` or `evidence-and-approval`, every check needs evidence naming it before done.',
         params: idParams,
         body: {
           type: 'object',
@@ -141,6 +155,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
             url: { type: 'string', maxLength: 2000 },
             body: { type: 'string', maxLength: 20000 },
             checkId: idSchema,
+            fencingToken: fencingTokenSchema,
           },
         },
         response: { 201: ok(evidenceSchema) },
@@ -164,19 +179,33 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     },
   );
 
-  app.post<{ Params: { id: string }; Body: { reason: string } }>(
+  app.post<{ Params: { id: string }; Body: { reason: string; for?: string; fencingToken?: number } }>(
     '/api/issues/:id/approvals',
     {
       schema: {
         summary: 'Request an approval on an issue',
+        description:
+          '`for` names what it gates: `done` or `in-review` (that move is refused with 409 `approval-pending` until a member decides the request or it expires, after `APPROVAL_TTL_SECONDS`, 7 days by default), or `merge` / `custom` (default) for steps outside the service.',
         params: idParams,
-        body: { type: 'object', required: ['reason'], additionalProperties: false, properties: { reason: { type: 'string', minLength: 1, maxLength: 2000 } } },
+        body: {
+          type: 'object',
+          required: ['reason'],
+          additionalProperties: false,
+          properties: {
+            reason: { type: 'string', minLength: 1, maxLength: 2000 },
+            for: { type: 'string', enum: APPROVAL_FOR },
+            fencingToken: fencingTokenSchema,
+          },
+        },
         response: { 201: ok(approvalSchema) },
       },
       config: WRITE,
     },
     async (request, reply) => {
-      const { approval } = await records.requestApproval({ issueId: request.params.id, reason: request.body.reason }, { principal: request.principal });
+      const { approval } = await records.requestApproval(
+        { issueId: request.params.id, reason: request.body.reason, approvalFor: request.body.for, fencingToken: request.body.fencingToken },
+        { principal: request.principal },
+      );
       if (!approval) throw new ServiceError('internal', 'Internal error');
       void reply.status(201);
       return { data: approvalJson(approval) };
@@ -189,7 +218,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
       schema: {
         summary: "An issue's approval requests",
         params: idParams,
-        querystring: { ...pageQuery, properties: { ...pageQuery.properties, status: { type: 'string', enum: ['pending', 'approved', 'rejected'] } } },
+        querystring: { ...pageQuery, properties: { ...pageQuery.properties, status: { type: 'string', enum: APPROVAL_STATUS } } },
         response: { 200: page(approvalSchema) },
       },
       config: READ,
@@ -205,7 +234,8 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     {
       schema: {
         summary: 'Approve or reject a pending approval request',
-        description: 'For signed-in members (and up) of the workspace; a request is decided once (409 `invalid-transition` after that).',
+        description:
+          'For signed-in members (and up) of the workspace, never a token; a request is decided once, and not after it expired (409 `invalid-transition`). Deciding releases the move it gated; the requesting agent sees the decision on the task (ready work, preflight, heartbeats).',
         params: { type: 'object', required: ['id', 'approvalId'], properties: { id: idSchema, approvalId: idSchema } },
         body: {
           type: 'object',

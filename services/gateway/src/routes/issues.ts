@@ -9,12 +9,14 @@ import {
   commaList,
   cursorSchema,
   dateSchema,
+  fencingTokenSchema,
   idParams,
   idSchema,
   instructionsSchema,
   issuePatchProperties,
   labelsSchema,
   limitSchema,
+  overrideSchema,
   PRIORITY_ENUM,
   STATUS_ENUM,
   taskPatch,
@@ -93,12 +95,8 @@ const patchBody = {
   properties: {
     ...issuePatchProperties,
     version: { type: 'integer', minimum: 1, maximum: 2147483647, description: 'Apply only if the issue is still at this version.' },
-    fencingToken: {
-      type: 'integer',
-      minimum: 1,
-      maximum: 2147483647,
-      description: "An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current one).",
-    },
+    fencingToken: fencingTokenSchema,
+    override: overrideSchema,
   },
 } as const;
 
@@ -120,6 +118,8 @@ const bulkBody = {
         agent: { type: 'object', additionalProperties: false, properties: { assignedAgentId: issuePatchProperties.agent.properties.assignedAgentId } },
       },
     },
+    fencingToken: fencingTokenSchema,
+    override: overrideSchema,
   },
 } as const;
 
@@ -284,7 +284,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     },
   );
 
-  app.post<{ Body: { issueIds: string[]; mode: string; patch: RestIssuePatch } }>(
+  app.post<{ Body: { issueIds: string[]; mode: string; patch: RestIssuePatch; fencingToken?: number; override?: { reason: string } } }>(
     '/api/issues/bulk-update',
     {
       schema: {
@@ -297,8 +297,8 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
       config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
     },
     async (request) => {
-      const { issueIds, mode, patch } = request.body;
-      const result = await tasks.bulkUpdateTasks({ issueIds, mode, patch: taskPatch(patch) }, { principal: request.principal });
+      const { issueIds, mode, patch, fencingToken, override } = request.body;
+      const result = await tasks.bulkUpdateTasks({ issueIds, mode, patch: taskPatch(patch), fencingToken, override }, { principal: request.principal });
       return {
         data: {
           plan: {
@@ -331,13 +331,13 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     },
   );
 
-  app.patch<{ Params: { id: string }; Body: RestIssuePatch & { version?: number; fencingToken?: number } }>(
+  app.patch<{ Params: { id: string }; Body: RestIssuePatch & { version?: number; fencingToken?: number; override?: { reason: string } } }>(
     '/api/issues/:id',
     {
       schema: {
         summary: 'Change an issue',
         description:
-          'Only the fields sent change; `null` unsets an optional field. Status moves follow the allowed transitions (409 `invalid-transition` otherwise). Retry-safe: the same body twice changes nothing the second time. `meta.changedFields` names what changed.',
+          'Only the fields sent change; `null` unsets an optional field. Status moves follow the allowed transitions (409 `invalid-transition` otherwise); moves to done (and in-review, where the done policy says so) need what the policy asks (409 `evidence-missing` with `missingCheckIds`, `approval-pending`, `approval-required`) unless a member sends `override: { reason }` (audited). Agent writes are fenced by their claim (`fencingToken`; docs/claims.md). Retry-safe: the same body twice changes nothing the second time. `meta.changedFields` names what changed.',
         params: idParams,
         body: patchBody,
         response: { 200: issueChangeResponse },
@@ -345,9 +345,9 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
       config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
     },
     async (request) => {
-      const { version, fencingToken, ...body } = request.body;
+      const { version, fencingToken, override, ...body } = request.body;
       const result = await tasks.updateTask(
-        { id: request.params.id, patch: taskPatch(body), expectedVersion: version, fencingToken },
+        { id: request.params.id, patch: taskPatch(body), expectedVersion: version, fencingToken, override },
         { principal: request.principal },
       );
       if (!result.task) throw new ServiceError('internal', 'Internal error');

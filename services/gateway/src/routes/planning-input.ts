@@ -38,6 +38,23 @@ export const taskFilterProperties = {
   direction: { type: 'string', enum: ['asc', 'desc'] },
 } as const;
 
+/** `fencingToken` on every agent write (docs/claims.md, "Writes under claims"). */
+export const fencingTokenSchema = {
+  type: 'integer',
+  minimum: 1,
+  maximum: 2147483647,
+  description: "An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current claim's).",
+} as const;
+
+/** A member completing a task although the done policy (or a pending approval) would refuse; audited. */
+export const overrideSchema = {
+  type: 'object',
+  required: ['reason'],
+  additionalProperties: false,
+  description: 'Members only (403 for agents), with a status move: sets the done policy and pending approvals aside, recorded in activity and the audit trail.',
+  properties: { reason: { type: 'string', minLength: 1, maxLength: 2000 } },
+} as const;
+
 export const idParams = { type: 'object', required: ['id'], properties: { id: idSchema } } as const;
 
 export const contextPackSchema = {

@@ -9,8 +9,10 @@ import type { InitiativeSchema, ProgramSchema } from '@planning/proto/planning/i
 import type { ContextPackItemSchema, MilestoneSchema, ProjectSchema } from '@planning/proto/planning/issues/v1/projects_pb';
 import type {
   ActivitySchema,
+  ApprovalGateSchema,
   ApprovalSchema,
   CommentSchema,
+  DoneStatusSchema,
   EvidenceSchema,
   GetTaskResponseSchema,
   TaskContractSchema,
@@ -40,6 +42,8 @@ export function projectJson(p: Shape<typeof ProjectSchema>) {
     updatedAt: p.updatedAt,
     createdBy: p.createdBy,
     version: p.version,
+    doneRequires: p.doneRequires ?? null,
+    doneGate: p.doneGate ?? null,
   };
 }
 
@@ -193,6 +197,35 @@ export function approvalJson(a: Shape<typeof ApprovalSchema>) {
     decidedAt: a.decidedAt ?? null,
     decisionNote: a.decisionNote ?? null,
     createdAt: a.createdAt,
+    for: a.approvalFor,
+    expiresAt: a.expiresAt,
+  };
+}
+
+/** An approval request as a task summarises it (pending ones, and the latest decided per `for`). */
+export function approvalGateJson(g: Shape<typeof ApprovalGateSchema>) {
+  return {
+    id: g.id,
+    for: g.approvalFor,
+    status: g.status,
+    requestedBy: g.requestedBy,
+    requestedAt: g.requestedAt,
+    expiresAt: g.expiresAt,
+    decidedAt: g.decidedAt ?? null,
+  };
+}
+
+/** What the done policy still needs (docs/planning.md): the task detail, the contract, context packs. */
+export function doneStatusJson(d: Shape<typeof DoneStatusSchema> | undefined) {
+  return {
+    requires: d?.requires || 'nothing',
+    gate: d?.gate || 'done',
+    missingCheckIds: d?.missingCheckIds ?? [],
+    evidencedChecks: d?.evidencedChecks ?? 0,
+    evidenceCount: d?.evidenceCount ?? 0,
+    approval: d?.approval || 'not-required',
+    ready: d?.ready ?? true,
+    nextStep: d?.nextStep ?? '',
   };
 }
 
@@ -209,6 +242,7 @@ export function issueDetailJson(d: Shape<typeof GetTaskResponseSchema>) {
     activityCount: d.activityCount,
     evidence: d.evidence.map(evidenceJson),
     approvals: d.approvals.map(approvalJson),
+    done: doneStatusJson(d.task.task?.done),
     dependencyGraph: {
       dependencies: d.dependencies.map(refJson),
       dependents: d.dependents.map(refJson),
@@ -257,6 +291,8 @@ export const projectSchema = obj({
   updatedAt: time,
   createdBy: str,
   version: int,
+  doneRequires: { type: ['string', 'null'], enum: ['nothing', 'evidence', 'evidence-and-approval', null], description: "The project's own done policy; null: the workspace's applies." },
+  doneGate: { type: ['string', 'null'], enum: ['done', 'in-review', null], description: "The first move the project's policy gates; null: the workspace's." },
 });
 
 export const milestoneSchema = obj({
@@ -383,16 +419,42 @@ export const evidenceSchema = obj({
   createdBy: str,
   createdAt: time,
 });
+export const APPROVAL_FOR = ['done', 'in-review', 'merge', 'custom'] as const;
+export const APPROVAL_STATUS = ['pending', 'approved', 'rejected', 'expired'] as const;
+
 export const approvalSchema = obj({
   id: str,
   issueId: str,
   requestedBy: str,
   reason: str,
-  status: { type: 'string', enum: ['pending', 'approved', 'rejected'] },
+  status: { type: 'string', enum: APPROVAL_STATUS },
   decidedBy: nullableStr,
   decidedAt: { type: ['string', 'null'], format: 'date-time' },
   decisionNote: nullableStr,
   createdAt: time,
+  for: { type: 'string', enum: APPROVAL_FOR, description: 'The move it gates (done, in-review: blocked while pending) or an outside step (merge, custom).' },
+  expiresAt: { ...time, description: 'A pending request stops blocking (and expires) at this instant.' },
+});
+
+export const approvalGateSchema = obj({
+  id: str,
+  for: { type: 'string', enum: APPROVAL_FOR },
+  status: { type: 'string', enum: APPROVAL_STATUS },
+  requestedBy: str,
+  requestedAt: time,
+  expiresAt: time,
+  decidedAt: { type: ['string', 'null'], format: 'date-time' },
+});
+
+export const doneStatusSchema = obj({
+  requires: { type: 'string', enum: ['nothing', 'evidence', 'evidence-and-approval'], description: 'The done policy in force (the project\'s, else the workspace\'s).' },
+  gate: { type: 'string', enum: ['done', 'in-review'], description: 'done: moves to done are gated; in-review: moves to in-review and to done.' },
+  missingCheckIds: { ...strings, description: 'Acceptance checks no evidence names yet (add evidence with checkId).' },
+  evidencedChecks: int,
+  evidenceCount: int,
+  approval: { type: 'string', enum: ['not-required', 'missing', 'pending', 'approved', 'rejected'], description: 'The approval the policy needs: for done, approved after the last evidence.' },
+  ready: { type: 'boolean', description: 'The gated moves would pass now.' },
+  nextStep: { ...str, description: 'What is still to do, in words; empty when ready.' },
 });
 
 const edgeSchema = obj({ sourceIssueId: str, targetIssueId: str });
@@ -407,6 +469,7 @@ export const issueDetailSchema = obj({
   activityCount: int,
   evidence: { type: 'array', items: evidenceSchema },
   approvals: { type: 'array', items: approvalSchema },
+  done: doneStatusSchema,
   dependencyGraph: obj({ dependencies: { type: 'array', items: refSchema }, dependents: { type: 'array', items: refSchema }, edges: { type: 'array', items: edgeSchema } }),
 });
 

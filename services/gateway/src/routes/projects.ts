@@ -46,6 +46,12 @@ const patchBody = {
     name: { type: 'string', minLength: 1, maxLength: 200 },
     contextPack: contextPackSchema,
     initiativeId: nullableId,
+    doneRequires: {
+      type: ['string', 'null'],
+      enum: ['nothing', 'evidence', 'evidence-and-approval', null],
+      description: "The project's own done policy; null: back to the workspace's.",
+    },
+    doneGate: { type: ['string', 'null'], enum: ['done', 'in-review', null], description: "The first move the project's policy gates; null: the workspace's." },
   },
 } as const;
 
@@ -80,26 +86,41 @@ export async function projectRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
     },
   );
 
-  app.patch<{ Body: { projectId: string; status?: string; goal?: string; name?: string; contextPack?: ContextPack; initiativeId?: string | null } }>(
+  app.patch<{
+    Body: {
+      projectId: string;
+      status?: string;
+      goal?: string;
+      name?: string;
+      contextPack?: ContextPack;
+      initiativeId?: string | null;
+      doneRequires?: string | null;
+      doneGate?: string | null;
+    };
+  }>(
     '/api/projects',
     {
       schema: {
         summary: "Change a project's status and/or goal",
         description:
-          'Body: `projectId` plus `status` and/or `goal` (also `name`, `contextPack`, `initiativeId`; `null` detaches the initiative). Retry-safe: unchanged fields are returned as they are and `updatedAt` moves only when something changed.',
+          'Body: `projectId` plus `status` and/or `goal` (also `name`, `contextPack`, `initiativeId`; `null` detaches the initiative; `doneRequires`, `doneGate`: the project\'s own done policy, `null` back to the workspace\'s). Retry-safe: unchanged fields are returned as they are and `updatedAt` moves only when something changed.',
         body: patchBody,
         response: { 200: ok(projectSchema) },
       },
       config: { access: { auth: 'session-or-token', scope: 'projects:write' } },
     },
     async (request) => {
-      const { projectId, contextPack, initiativeId, ...rest } = request.body;
+      const { projectId, contextPack, initiativeId, doneRequires, doneGate, ...rest } = request.body;
+      const nullable = { initiativeId, doneRequires, doneGate };
+      const clearFields = Object.entries(nullable).flatMap(([k, v]) => (v === null ? [k] : []));
+      const setFields = Object.fromEntries(Object.entries(nullable).filter(([, v]) => typeof v === 'string'));
       const result = await projects.updateProject(
         {
           id: projectId,
           ...rest,
+          ...setFields,
           ...(contextPack !== undefined ? { contextPack: { items: contextPackInput(contextPack) } } : {}),
-          ...(initiativeId === null ? { clearFields: ['initiativeId'] } : initiativeId !== undefined ? { initiativeId } : {}),
+          ...(clearFields.length > 0 ? { clearFields } : {}),
         },
         { principal: request.principal },
       );

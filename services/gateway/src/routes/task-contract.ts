@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { ok } from '../openapi.js';
-import { taskContractJson, taskContractSchema } from './planning-json.js';
-import { idParams, instructionsPatch, instructionsSchema, type RestInstructions } from './planning-input.js';
+import { doneStatusJson, doneStatusSchema, taskContractJson, taskContractSchema } from './planning-json.js';
+import { fencingTokenSchema, idParams, instructionsPatch, instructionsSchema, type RestInstructions } from './planning-input.js';
 
 const issueRef = { type: 'object', required: ['id', 'status'], properties: { id: { type: 'string' }, status: { type: 'string' } } } as const;
 
@@ -13,10 +13,15 @@ const patchBody = {
   properties: {
     agent: { type: 'object', required: ['instructions'], additionalProperties: false, properties: { instructions: instructionsSchema } },
     version: { type: 'integer', minimum: 1, maximum: 2147483647, description: 'Apply only if the issue is still at this version.' },
+    fencingToken: fencingTokenSchema,
   },
 } as const;
 
-export const taskContractResponse = ok({ type: 'object', required: ['issue', 'taskContract'], properties: { issue: issueRef, taskContract: taskContractSchema } });
+export const taskContractResponse = ok({
+  type: 'object',
+  required: ['issue', 'taskContract', 'done'],
+  properties: { issue: issueRef, taskContract: taskContractSchema, done: { ...doneStatusSchema, description: 'What moving the task to done still needs under the done policy.' } },
+});
 export const taskContractChangeResponse = ok({
   type: 'object',
   required: ['issue', 'taskContract', 'changedSections'],
@@ -40,11 +45,11 @@ export async function taskContractRoutes(app: FastifyInstance, deps: GatewayDeps
     },
     async (request) => {
       const result = await deps.rpc.tasks.getTaskContract({ issueId: request.params.id }, { principal: request.principal });
-      return { data: { issue: { id: result.issueId, status: result.status }, taskContract: taskContractJson(result.contract) } };
+      return { data: { issue: { id: result.issueId, status: result.status }, taskContract: taskContractJson(result.contract), done: doneStatusJson(result.done) } };
     },
   );
 
-  app.patch<{ Params: { id: string }; Body: { agent: { instructions: RestInstructions }; version?: number } }>(
+  app.patch<{ Params: { id: string }; Body: { agent: { instructions: RestInstructions }; version?: number; fencingToken?: number } }>(
     '/api/issues/:id/task-contract',
     {
       schema: {
@@ -59,7 +64,12 @@ export async function taskContractRoutes(app: FastifyInstance, deps: GatewayDeps
     },
     async (request) => {
       const result = await deps.rpc.tasks.updateTaskContract(
-        { issueId: request.params.id, instructions: instructionsPatch(request.body.agent.instructions), expectedVersion: request.body.version },
+        {
+          issueId: request.params.id,
+          instructions: instructionsPatch(request.body.agent.instructions),
+          expectedVersion: request.body.version,
+          fencingToken: request.body.fencingToken,
+        },
         { principal: request.principal },
       );
       return {

@@ -19,6 +19,8 @@ export function workspaceJson(w: MessageShape<typeof WorkspaceSchema>) {
     createdAt: w.createdAt,
     updatedAt: w.updatedAt,
     version: w.version,
+    doneRequires: w.doneRequires || 'nothing',
+    doneGate: w.doneGate || 'done',
   };
 }
 
@@ -60,6 +62,12 @@ const patchBody = {
     status: { type: 'string', enum: ['active', 'suspended', 'archived'], description: 'Admins and owners. Tokens of a workspace that is not active get 403.' },
     planId: { type: 'string', enum: PLAN_ENUM, description: 'The owner or a system administrator.' },
     ownerId: { type: 'string', minLength: 1, maxLength: 64, description: 'Transfers ownership (the owner or a system administrator); the previous owner becomes an admin.' },
+    doneRequires: {
+      type: 'string',
+      enum: ['nothing', 'evidence', 'evidence-and-approval'],
+      description: 'Admins and owners. What a task needs before done: nothing, evidence for every acceptance check, or that and an approval after the last evidence.',
+    },
+    doneGate: { type: 'string', enum: ['done', 'in-review'], description: 'Admins and owners. The first move the done policy gates (in-review: in-review and done).' },
   },
 } as const;
 
@@ -68,6 +76,8 @@ interface PatchBody {
   status?: string;
   planId?: string;
   ownerId?: string;
+  doneRequires?: string;
+  doneGate?: string;
 }
 
 export async function workspaceRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
@@ -120,7 +130,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: GatewayDeps): 
     '/api/workspaces/:id',
     {
       schema: {
-        summary: 'Change a workspace: name, status, plan, owner',
+        summary: 'Change a workspace: name, status, plan, owner, done policy',
         description: 'Retry-safe: the same change again leaves `version` as it is.',
         params: workspaceParams,
         body: patchBody,
@@ -130,13 +140,13 @@ export async function workspaceRoutes(app: FastifyInstance, deps: GatewayDeps): 
     },
     async (request) => {
       const { id } = request.params;
-      const { name, status, planId, ownerId } = request.body;
+      const { name, status, planId, ownerId, doneRequires, doneGate } = request.body;
       if (ownerId !== undefined) {
         // Only someone allowed to transfer ownership learns whether the user exists.
         await authorizeWorkspace(access, { principal: request.principal }, id, { action: 'own' });
         if (!(await deps.users.findById(ownerId))) throw new ServiceError('not-found', 'User not found');
       }
-      const result = await deps.rpc.workspaces.updateWorkspace({ id, name, status, planId, ownerId }, { principal: request.principal });
+      const result = await deps.rpc.workspaces.updateWorkspace({ id, name, status, planId, ownerId, doneRequires, doneGate }, { principal: request.principal });
       if (!result.workspace) throw new ServiceError('internal', 'Internal error');
       // This replica applies plan and status changes to token requests at once; others within WORKSPACE_CACHE_MS.
       deps.workspaceAccess.invalidate(id);

@@ -1,6 +1,6 @@
 import type { ServiceError } from '@planning/errors';
 import { describe, expect, it } from 'vitest';
-import { claimEndOf, claimWriteRefusal, queueKeyOf, startRefusal, type ClaimMirror } from './claims.js';
+import { claimEndOf, fenceRefusal, queueKeyOf, startRefusal, type ClaimMirror } from './claims.js';
 import { compareQueue } from './ranking.js';
 import { PRIORITIES, type Priority } from './tasks.js';
 
@@ -12,30 +12,36 @@ function reasonOf(err: ServiceError | undefined): string | undefined {
   return err ? `${err.code}/${err.details.reason ?? ''}` : undefined;
 }
 
-describe('claims: agent writes under a claim', () => {
-  it('claims: the holder writes before expiry, with or without its current fencing token', () => {
-    expect(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-a', now })).toBeUndefined();
-    expect(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-a', fencingToken: 3, now })).toBeUndefined();
+describe('claims: the write fence, applied where the task is written', () => {
+  it('claims: a write fenced to the task\'s claim lands while the mirror is that claim, unexpired', () => {
+    expect(fenceRefusal({ claim }, { agentId: 'agent-a', fence: { claimId: 'clm_1' }, now })).toBeUndefined();
+    // A member presenting the current token is fenced the same way.
+    expect(fenceRefusal({ claim }, { fence: { claimId: 'clm_1' }, now })).toBeUndefined();
   });
 
-  it('claims: another agent gets 409 active-claim; the holder after expiry 409 stale-claim', () => {
-    expect(reasonOf(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-b', now }))).toBe('work-already-claimed/active-claim');
-    expect(reasonOf(claimWriteRefusal({ claim: expired }, { moveActor: 'agent', agentId: 'agent-a', now }))).toBe('work-already-claimed/stale-claim');
+  it('claims: a fenced claim that ended, changed or expired in between refuses the write 409 stale-claim', () => {
+    expect(reasonOf(fenceRefusal({}, { agentId: 'agent-a', fence: { claimId: 'clm_1' }, now }))).toBe('work-already-claimed/stale-claim');
+    expect(reasonOf(fenceRefusal({ claim: { ...claim, claimId: 'clm_2', agentId: 'agent-b' } }, { agentId: 'agent-a', fence: { claimId: 'clm_1' }, now }))).toBe(
+      'work-already-claimed/stale-claim',
+    );
+    expect(reasonOf(fenceRefusal({ claim: expired }, { agentId: 'agent-a', fence: { claimId: 'clm_1' }, now }))).toBe('work-already-claimed/stale-claim');
     // Exactly at expiresAt the claim is over.
-    const atExpiry = new Date(claim.expiresAt);
-    expect(reasonOf(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-a', now: atExpiry }))).toBe('work-already-claimed/stale-claim');
+    expect(reasonOf(fenceRefusal({ claim }, { agentId: 'agent-a', fence: { claimId: 'clm_1' }, now: new Date(claim.expiresAt) }))).toBe('work-already-claimed/stale-claim');
   });
 
-  it('claims: a stale fencing token is refused, from anyone, and a token with no claim on the task too', () => {
-    expect(reasonOf(claimWriteRefusal({ claim }, { moveActor: 'agent', agentId: 'agent-a', fencingToken: 2, now }))).toBe('work-already-claimed/stale-claim');
-    expect(reasonOf(claimWriteRefusal({ claim }, { moveActor: 'human', fencingToken: 2, now }))).toBe('work-already-claimed/stale-claim');
-    expect(reasonOf(claimWriteRefusal({}, { moveActor: 'agent', agentId: 'agent-a', fencingToken: 1, now }))).toBe('work-already-claimed/stale-claim');
+  it('claims: a write fenced to no claim is refused only under another agent\'s live claim', () => {
+    expect(reasonOf(fenceRefusal({ claim }, { agentId: 'agent-b', fence: {}, now }))).toBe('work-already-claimed/active-claim');
+    expect(reasonOf(fenceRefusal({ claim }, { fence: {}, now }))).toBe('work-already-claimed/active-claim');
+    expect(fenceRefusal({ claim: expired }, { agentId: 'agent-b', fence: {}, now })).toBeUndefined();
+    // The writer's own claim was weighed by agents-claims (a comment after its lease is allowed).
+    expect(fenceRefusal({ claim: expired }, { agentId: 'agent-a', fence: {}, now })).toBeUndefined();
+    expect(fenceRefusal({ claim }, { agentId: 'agent-a', fence: {}, now })).toBeUndefined();
+    expect(fenceRefusal({}, { agentId: 'agent-b', fence: {}, now })).toBeUndefined();
   });
 
-  it('claims: people and services may change a claimed task; unclaimed tasks are not fenced', () => {
-    expect(claimWriteRefusal({ claim }, { moveActor: 'human', now })).toBeUndefined();
-    expect(claimWriteRefusal({ claim: expired }, { moveActor: 'system', now })).toBeUndefined();
-    expect(claimWriteRefusal({}, { moveActor: 'agent', agentId: 'agent-b', now })).toBeUndefined();
+  it('claims: writers without a fence (people and services) may change a claimed task', () => {
+    expect(fenceRefusal({ claim }, { now })).toBeUndefined();
+    expect(fenceRefusal({ claim: expired }, { now })).toBeUndefined();
   });
 });
 

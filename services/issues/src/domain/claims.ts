@@ -1,12 +1,13 @@
 /**
  * What the issues service knows about agent claims (DECISIONS §7). The agents-claims service owns
  * claims; a task in progress under one carries a mirror of it (claim id, agent, fencing token,
- * expiry), written together with the status. Agent writes are checked against that mirror here,
- * where the task is written, so an expired or replaced holder can never change the task.
+ * expiry), written together with the status. Agent writes carry a fence the agents-claims service
+ * decided (the one rule of writes under claims); it is checked against the mirror here, inside the
+ * write's transaction, so a claim that ends in between never lets a stale write land.
  */
 import { conflict, ServiceError } from '@planning/errors';
 import { PRIORITY_RANK, type Priority } from './tasks.js';
-import type { MoveActor, TaskStatus } from './task-status.js';
+import type { TaskStatus } from './task-status.js';
 
 /** The claim a task is in progress under, as the task records it. */
 export interface ClaimMirror {
@@ -74,38 +75,43 @@ export function claimEndOf(to: TaskStatus): ClaimEnd {
   return to === 'in-review' || to === 'done' || to === 'cancelled' ? 'completed' : 'released';
 }
 
+/**
+ * Where a write must land, as the agents-claims service decided it (ClaimService.CheckTaskWrites,
+ * the one rule of writes under claims): under `claimId` before its expiry, or (no claim id) under
+ * no other agent's unexpired claim.
+ */
+export interface WriteFence {
+  claimId?: string;
+}
+
 /** Who is writing, as far as claims care. */
 export interface ClaimWriter {
-  moveActor: MoveActor;
+  /** The writing agent; absent for people and services. */
   agentId?: string;
-  /** The fencing token the writer presented, if any. */
-  fencingToken?: number;
+  /** The fence agents-claims gave the write; absent: the writer is not fenced (people and services without a token). */
+  fence?: WriteFence;
   now: Date;
 }
 
 /**
- * Why a write to a task is refused because of its claim, or undefined when it is not:
- * - a presented fencing token must be the current claim's (409 `stale-claim`), whoever presents it;
- *   without a claim on the task there is nothing it can match;
- * - an agent may change a task under a claim only as the holder, and only before the lease ends
- *   (another agent: 409 `active-claim`; the holder after expiry: 409 `stale-claim`).
- * People (sessions) and services may change a claimed task: a member moving it on ends the claim.
+ * Why the task, as it is inside the write's transaction, no longer matches the write's fence, or
+ * undefined when it does. The fence was decided a moment before (by agents-claims); this check
+ * makes it hold where the task is written: a claim that ended or changed in between (expiry,
+ * sweep, completion, another agent's claim) makes the write fail instead of landing.
  */
-export function claimWriteRefusal(task: { claim?: ClaimMirror }, writer: ClaimWriter): ServiceError | undefined {
+export function fenceRefusal(task: { claim?: ClaimMirror }, writer: ClaimWriter): ServiceError | undefined {
+  const fence = writer.fence;
+  if (!fence) return undefined;
   const claim = task.claim;
-  // A presented token speaks for the claim it came with: not the current one, it is stale.
-  if (writer.fencingToken !== undefined && writer.fencingToken !== claim?.fencingToken) {
-    return conflict(
-      'stale-claim',
-      claim
-        ? `Fencing token ${writer.fencingToken} is stale: the current claim's token is ${claim.fencingToken}`
-        : `Fencing token ${writer.fencingToken} is stale: the issue is not under an active claim`,
-    );
+  if (fence.claimId !== undefined) {
+    if (!claim || claim.claimId !== fence.claimId) return conflict('stale-claim', 'The claim this write was made under has ended; claim the issue again if it is ready');
+    if (!isUnexpired(claim, writer.now)) return conflict('stale-claim', `The claim this write was made under expired at ${claim.expiresAt}`);
+    return undefined;
   }
-  if (!claim || writer.moveActor !== 'agent') return undefined;
-  if (writer.agentId !== claim.agentId) return conflict('active-claim', 'Another agent holds the active claim on this issue');
-  if (!isUnexpired(claim, writer.now)) {
-    return conflict('stale-claim', `Your claim on this issue expired at ${claim.expiresAt}; claim it again if it is ready`);
+  // Fenced to no claim: only another agent's live claim is in the way (the writer's own claim,
+  // live or lapsed, was weighed by agents-claims: e.g. a comment after its lease is allowed).
+  if (claim && claim.agentId !== writer.agentId && isUnexpired(claim, writer.now)) {
+    return conflict('active-claim', 'Another agent holds the active claim on this issue');
   }
   return undefined;
 }

@@ -12,14 +12,18 @@ import { LIMITS, validateEnum, validateId, validateText, validateTimestamp } fro
 import { validateAgentId } from '../domain/tasks.js';
 import type { ClaimSupportRepository } from '../store/claim-support.js';
 import type { Actor, TaskRecord } from '../store/task-documents.js';
+import type { TaskRepository } from '../store/tasks.js';
 import { pageLimit } from './cursor.js';
 import type { PlanningAccess } from './planning-access.js';
-import { toCommentMessage, toTaskMessage } from './task-messages.js';
+import { doneStatuses } from './done-status.js';
+import { approvalGateMessages, toCommentMessage, toTaskMessage } from './task-messages.js';
 
 export { ClaimSupportService };
 
 export interface ClaimSupportDeps {
   repo: ClaimSupportRepository;
+  /** For the done status of ready and held tasks. */
+  tasks: Pick<TaskRepository, 'doneFacts' | 'donePolicy'>;
   access: PlanningAccess;
   clock: () => Date;
 }
@@ -36,7 +40,7 @@ function mirrorMessage(claim: ClaimMirror | undefined): MessageInitShape<typeof 
   return claim ? { claimId: claim.claimId, agentId: claim.agentId, fencingToken: claim.fencingToken, expiresAt: claim.expiresAt } : undefined;
 }
 
-export function toClaimTarget(task: TaskRecord): MessageInitShape<typeof ClaimTargetSchema> {
+export function toClaimTarget(task: TaskRecord, now?: Date): MessageInitShape<typeof ClaimTargetSchema> {
   return {
     issueId: task._id,
     workspaceId: task.workspaceId,
@@ -46,6 +50,8 @@ export function toClaimTarget(task: TaskRecord): MessageInitShape<typeof ClaimTa
     version: task.version,
     claim: mirrorMessage(task.claim),
     lastFencingToken: task.lastFencingToken ?? 0,
+    approvals: approvalGateMessages(task.approvalGates, now),
+    ...(task.lastClaimEnd ? { lastClaimEnd: { claimId: task.lastClaimEnd.claimId, end: task.lastClaimEnd.end } } : {}),
   };
 }
 
@@ -93,7 +99,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
       const task = await repo.get(validateId(request.issueId, 'issueId'));
       if (!task) throw new ServiceError('not-found', 'Issue not found');
       if (ctx.principal.type !== 'system') await access.record(ctx, 'Issue', task.workspaceId, ACCESS_FOR_CLAIMS);
-      return { target: toClaimTarget(task) };
+      return { target: toClaimTarget(task, deps.clock()) };
     },
 
     async startClaimedWork(request, ctx) {
@@ -107,7 +113,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
         actor: actorOf(request.actor),
         clock: deps.clock,
       });
-      return { target: toClaimTarget(task) };
+      return { target: toClaimTarget(task, deps.clock()) };
     },
 
     async renewClaimedWork(request, ctx) {
@@ -119,7 +125,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
         validateRenewal(request.renewal),
         deps.clock(),
       );
-      return { target: toClaimTarget(task) };
+      return { target: toClaimTarget(task, deps.clock()) };
     },
 
     async endClaimedWork(request, ctx) {
@@ -130,9 +136,12 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
         validateEnum(request.outcome, END_OUTCOMES, 'outcome'),
         actorOf(request.actor),
         deps.clock(),
-        request.startBy ? { startBy: validateTimestamp(request.startBy, 'startBy') } : {},
+        {
+          ...(request.startBy ? { startBy: validateTimestamp(request.startBy, 'startBy') } : {}),
+          ...(request.onlyIfExpired ? { onlyIfExpired: true } : {}),
+        },
       );
-      return { ended: result.ended, target: result.task ? toClaimTarget(result.task) : undefined };
+      return { ended: result.ended, target: result.task ? toClaimTarget(result.task, deps.clock()) : undefined };
     },
 
     async postClaimStatus(request, ctx) {
@@ -147,7 +156,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
         actorOf(request.actor),
         deps.clock(),
       );
-      return { comment: toCommentMessage(result.comment), target: toClaimTarget(result.task) };
+      return { comment: toCommentMessage(result.comment), target: toClaimTarget(result.task, deps.clock()) };
     },
 
     async releaseExpiredClaims(request, ctx) {
@@ -186,13 +195,16 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
       if (request.startingIssueIds.length > MAX_STARTING) throw invalidInput('startingIssueIds', `At most ${MAX_STARTING} starting issue ids`);
       const startingIds = request.startingIssueIds.map((id) => validateId(id, 'startingIssueIds'));
       const [page, held] = await Promise.all([repo.listReady(workspaceId, agentId, limit, after, startingIds), repo.heldBy(workspaceId, agentId)]);
+      const now = deps.clock();
+      const done = await doneStatuses(deps.tasks, [...page.tasks.map((t) => t.task), ...(held ? [held] : [])], now);
+      const message = (t: TaskRecord) => toTaskMessage(t, { now, ...(done.has(t._id) ? { done: done.get(t._id) } : {}) });
       return {
-        tasks: page.tasks.map((t) => ({ task: toTaskMessage(t.task), rank: t.rank })),
+        tasks: page.tasks.map((t) => ({ task: message(t.task), rank: t.rank })),
         total: page.total,
         blocked: page.blocked,
         starting: page.starting,
         nextCursor: page.next ? encodeQueueCursor(page.next.after, page.next.rank) : undefined,
-        held: held ? toTaskMessage(held) : undefined,
+        held: held ? message(held) : undefined,
         heldClaim: mirrorMessage(held?.claim),
       };
     },

@@ -38,7 +38,8 @@ import type { TaskRecordRepository } from '../store/task-records.js';
 import type { TaskRepository } from '../store/tasks.js';
 import { decodeCursor, encodeCursor, pageLimit } from './cursor.js';
 import { READ_TASKS, type PlanningAccess } from './planning-access.js';
-import { toTaskView } from './task-messages.js';
+import { doneStatusOfTask } from './done-status.js';
+import { approvalGateMessages, toDoneStatusMessage, toTaskView } from './task-messages.js';
 import { actorOf } from './workspace-service.js';
 
 export { GuidanceService };
@@ -305,8 +306,10 @@ export function createGuidanceService(deps: GuidanceServiceDeps): ServiceImpleme
       if (!project) throw new ServiceError('not-found', 'Project not found');
       const initiativeId = task.initiativeId ?? project.initiativeId;
       const initiative = initiativeId ? await planning.findInitiative(initiativeId) : null;
-      const documents = await guidance.linkedDocuments(task.workspaceId, project._id, initiative?._id);
+      const [documents, done] = await Promise.all([guidance.linkedDocuments(task.workspaceId, project._id, initiative?._id), doneStatusOfTask(tasks, task, deps.clock())]);
       return {
+        done: toDoneStatusMessage(done),
+        approvals: approvalGateMessages(task.approvalGates, deps.clock()),
         issue: { id: task._id, title: task.title, status: task.status },
         project: { id: project._id, name: project.name, goal: project.goal, items: project.contextPack },
         ...(initiative ? { initiative: { id: initiative._id, name: initiative.name, goal: initiative.goal, items: initiative.contextPack } } : {}),

@@ -1,3 +1,4 @@
+import { validateDoneGate, validateDoneRequires } from '../domain/done-policy.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { invalidInput, ServiceError } from '@planning/errors';
 import {
@@ -22,6 +23,9 @@ import { actorOf } from './workspace-service.js';
 
 export { ProjectService };
 
+/** Project fields a PATCH may unset (the done policy's: back to the workspace's). */
+const CLEARABLE = ['initiativeId', 'doneRequires', 'doneGate'] as const;
+
 export function toProjectMessage(p: ProjectRecord): MessageInitShape<typeof ProjectSchema> {
   return {
     id: p._id,
@@ -35,6 +39,8 @@ export function toProjectMessage(p: ProjectRecord): MessageInitShape<typeof Proj
     updatedAt: p.updatedAt,
     createdBy: p.createdBy,
     version: p.version,
+    ...(p.doneRequires ? { doneRequires: p.doneRequires } : {}),
+    ...(p.doneGate ? { doneGate: p.doneGate } : {}),
   };
 }
 
@@ -136,14 +142,16 @@ export function createProjectService(deps: ProjectServiceDeps): ServiceImplement
       if (request.name !== undefined) patch.name = validateName(request.name, 'name');
       if (request.contextPack) patch.contextPack = validateContextPack(rawContextPack(request.contextPack.items));
       if (request.initiativeId !== undefined) patch.initiativeId = validateId(request.initiativeId, 'initiativeId');
+      if (request.doneRequires !== undefined) patch.doneRequires = validateDoneRequires(request.doneRequires);
+      if (request.doneGate !== undefined) patch.doneGate = validateDoneGate(request.doneGate);
       for (const field of request.clearFields) {
-        if (field !== 'initiativeId' || patch.initiativeId !== undefined) {
-          throw invalidInput('clearFields', "'clearFields' may name initiativeId (and only when it is not also set)");
+        if (!CLEARABLE.includes(field as (typeof CLEARABLE)[number]) || patch[field as (typeof CLEARABLE)[number]] !== undefined) {
+          throw invalidInput('clearFields', `'clearFields' may name ${CLEARABLE.join(', ')} (each only when it is not also set)`);
         }
-        patch.initiativeId = null;
+        patch[field as (typeof CLEARABLE)[number]] = null;
       }
       if (Object.keys(patch).length === 0) {
-        throw invalidInput('status', "Send at least one of 'status' and 'goal' (or 'name', 'contextPack', 'initiativeId')");
+        throw invalidInput('status', "Send at least one of 'status' and 'goal' (or 'name', 'contextPack', 'initiativeId', 'doneRequires', 'doneGate')");
       }
       const project = await projectFor(ctx, id, MANAGE_PROJECTS, 'projectId');
       if (typeof patch.initiativeId === 'string') await initiativeIn(project.workspaceId, patch.initiativeId);

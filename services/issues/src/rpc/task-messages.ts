@@ -3,7 +3,9 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { invalidInput } from '@planning/errors';
 import type {
   ActivitySchema,
+  ApprovalGateSchema,
   ApprovalSchema,
+  DoneStatusSchema,
   CommentSchema,
   EvidenceSchema,
   InstructionsPatch as InstructionsPatchMessage,
@@ -14,6 +16,7 @@ import type {
   TaskViewSchema,
   TimeEntrySchema,
 } from '@planning/proto/planning/issues/v1/tasks_pb';
+import { DEFAULT_APPROVAL_TTL_SECONDS, isLivePending, type ApprovalGate, type DoneStatus } from '../domain/done-policy.js';
 import { completeness } from '../domain/task-contract.js';
 import { agentReadiness, healthOf, type HealthContext, type TaskHealth } from '../domain/task-health.js';
 import { CLEARABLE_FIELDS, validatePatch, type RawTaskPatch, type TaskPatch } from '../domain/tasks.js';
@@ -27,7 +30,30 @@ import {
   type TimeEntryRecord,
 } from '../store/task-documents.js';
 
-export function toTaskMessage(t: TaskRecord): MessageInitShape<typeof TaskSchema> {
+/** What a task message adds at read time: the done status where the caller needs it, and the clock for approval expiry. */
+export interface TaskMessageOptions {
+  now?: Date;
+  done?: DoneStatus;
+}
+
+/** The task's approval requests; a pending one past its expiry shows as expired (swept or not). */
+export function approvalGateMessages(gates: readonly ApprovalGate[] | undefined, now?: Date): MessageInitShape<typeof ApprovalGateSchema>[] {
+  return (gates ?? []).map((g) => ({
+    id: g.id,
+    approvalFor: g.for,
+    status: g.status === 'pending' && now && !isLivePending(g, now) ? 'expired' : g.status,
+    requestedBy: g.requestedBy,
+    requestedAt: g.requestedAt,
+    expiresAt: g.expiresAt,
+    ...(g.decidedAt ? { decidedAt: g.decidedAt } : {}),
+  }));
+}
+
+export function toDoneStatusMessage(d: DoneStatus): MessageInitShape<typeof DoneStatusSchema> {
+  return { ...d };
+}
+
+export function toTaskMessage(t: TaskRecord, options: TaskMessageOptions = {}): MessageInitShape<typeof TaskSchema> {
   return {
     id: t._id,
     workspaceId: t.workspaceId,
@@ -58,6 +84,8 @@ export function toTaskMessage(t: TaskRecord): MessageInitShape<typeof TaskSchema
     timeLoggedMinutes: t.timeLoggedMinutes,
     evidenceCount: t.evidenceCount,
     lastActivityAt: t.lastActivityAt,
+    approvals: approvalGateMessages(t.approvalGates, options.now),
+    ...(options.done ? { done: toDoneStatusMessage(options.done) } : {}),
   };
 }
 
@@ -73,8 +101,8 @@ export function toHealthMessage(h: TaskHealth): MessageInitShape<typeof TaskHeal
 }
 
 /** The task with its health as the caller sees it now. */
-export function toTaskView(t: TaskRecord, context: HealthContext): MessageInitShape<typeof TaskViewSchema> {
-  return { task: toTaskMessage(t), health: toHealthMessage(healthOf(healthInput(t), context)) };
+export function toTaskView(t: TaskRecord, context: HealthContext, done?: DoneStatus): MessageInitShape<typeof TaskViewSchema> {
+  return { task: toTaskMessage(t, { now: context.now, ...(done ? { done } : {}) }), health: toHealthMessage(healthOf(healthInput(t), context)) };
 }
 
 export function toContractMessage(t: TaskRecord): MessageInitShape<typeof TaskContractSchema> {
@@ -143,6 +171,9 @@ export function toApprovalMessage(a: ApprovalRecord): MessageInitShape<typeof Ap
     decidedAt: a.decidedAt,
     decisionNote: a.decisionNote,
     createdAt: a.createdAt,
+    approvalFor: a.for ?? 'custom',
+    // Requests from before expiry existed: created + the default lifetime.
+    expiresAt: a.expiresAt ?? new Date(Date.parse(a.createdAt) + DEFAULT_APPROVAL_TTL_SECONDS * 1_000).toISOString(),
   };
 }
 

@@ -1,4 +1,5 @@
 import { invalidInput, ServiceError } from '@planning/errors';
+import { validateApprovalFor } from '../domain/done-policy.js';
 import { TaskRecordService } from '@planning/proto/planning/issues/v1/task_records_pb';
 import type { CallContext, ServiceImplementation } from '@planning/rpc';
 import { LIMITS, optionalId, validateEnum, validateId, validateName, validateText, validateTimestamp, validateUrl } from '../domain/fields.js';
@@ -7,6 +8,7 @@ import type { TaskRecordRepository } from '../store/task-records.js';
 import type { TaskRepository } from '../store/tasks.js';
 import { pageOf, pageRequest } from './paging.js';
 import { READ_TASKS, WRITE_TASKS, writeContextOf, type PlanningAccess } from './planning-access.js';
+import { fencedWriteContext, validateFencingToken, type WriteFences, type WriteKind } from './write-fences.js';
 import { toActivityMessage, toApprovalMessage, toCommentMessage, toEvidenceMessage, toTimeEntryMessage } from './task-messages.js';
 
 export { TaskRecordService };
@@ -15,6 +17,8 @@ export interface TaskRecordServiceDeps {
   tasks: TaskRepository;
   records: TaskRecordRepository;
   access: PlanningAccess;
+  /** The fence of agent writes (agents-claims). */
+  fences: WriteFences;
   clock: () => Date;
 }
 
@@ -28,11 +32,18 @@ export function createTaskRecordService(deps: TaskRecordServiceDeps): ServiceImp
     return task;
   };
 
+  /** A task the caller may write, and the fenced context of its write (403, 404, 409 refusals first). */
+  const writable = async (ctx: CallContext, issueId: string, kind: WriteKind, rawToken: number | undefined) => {
+    const fencingToken = validateFencingToken(rawToken);
+    const task = await taskFor(ctx, issueId, WRITE_TASKS);
+    return { task, wc: await fencedWriteContext(deps, ctx, task, kind, fencingToken, deps.clock()) };
+  };
+
   return {
     async addComment(request, ctx) {
       const body = validateText(request.body, 'body', LIMITS.comment, { required: true });
-      const task = await taskFor(ctx, request.issueId, WRITE_TASKS);
-      const comment = await records.addComment(task._id, body, writeContextOf(ctx.principal, deps.clock()));
+      const { task, wc } = await writable(ctx, request.issueId, 'comment', request.fencingToken);
+      const comment = await records.addComment(task._id, body, wc);
       return { comment: toCommentMessage(comment) };
     },
 
@@ -50,8 +61,8 @@ export function createTaskRecordService(deps: TaskRecordServiceDeps): ServiceImp
       }
       const note = request.note === undefined ? '' : validateText(request.note, 'note', LIMITS.note).trim();
       const loggedAt = request.loggedAt ? validateTimestamp(request.loggedAt, 'loggedAt') : undefined;
-      const task = await taskFor(ctx, request.issueId, WRITE_TASKS);
-      const result = await records.logTime(task._id, { minutes, note, ...(loggedAt ? { loggedAt } : {}) }, writeContextOf(ctx.principal, deps.clock()));
+      const { task, wc } = await writable(ctx, request.issueId, 'time', request.fencingToken);
+      const result = await records.logTime(task._id, { minutes, note, ...(loggedAt ? { loggedAt } : {}) }, wc);
       return { timeEntry: toTimeEntryMessage(result.entry), totalMinutes: result.totalMinutes };
     },
 
@@ -69,12 +80,8 @@ export function createTaskRecordService(deps: TaskRecordServiceDeps): ServiceImp
       const body = request.body ? validateText(request.body, 'body', LIMITS.evidenceBody) : undefined;
       const checkId = optionalId(request.checkId, 'checkId');
       if (kind === 'link' && url === undefined) throw invalidInput('url', "'url' is required for link evidence");
-      const task = await taskFor(ctx, request.issueId, WRITE_TASKS);
-      const evidence = await records.addEvidence(
-        task._id,
-        { kind, title, ...(url ? { url } : {}), ...(body ? { body } : {}), ...(checkId ? { checkId } : {}) },
-        writeContextOf(ctx.principal, deps.clock()),
-      );
+      const { task, wc } = await writable(ctx, request.issueId, 'evidence', request.fencingToken);
+      const evidence = await records.addEvidence(task._id, { kind, title, ...(url ? { url } : {}), ...(body ? { body } : {}), ...(checkId ? { checkId } : {}) }, wc);
       return { evidence: toEvidenceMessage(evidence) };
     },
 
@@ -87,8 +94,9 @@ export function createTaskRecordService(deps: TaskRecordServiceDeps): ServiceImp
 
     async requestApproval(request, ctx) {
       const reason = validateText(request.reason, 'reason', LIMITS.reason, { required: true }).trim();
-      const task = await taskFor(ctx, request.issueId, WRITE_TASKS);
-      const approval = await records.requestApproval(task._id, reason, writeContextOf(ctx.principal, deps.clock()));
+      const approvalFor = request.approvalFor === undefined ? 'custom' : validateApprovalFor(request.approvalFor);
+      const { task, wc } = await writable(ctx, request.issueId, 'approval', request.fencingToken);
+      const approval = await records.requestApproval(task._id, { reason, for: approvalFor }, wc);
       return { approval: toApprovalMessage(approval) };
     },
 

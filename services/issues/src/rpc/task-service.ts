@@ -17,9 +17,12 @@ import type { PlanningRepository, WorkspaceScope } from '../store/planning.js';
 import { healthInput, type ActivityRecord, type TaskRecord } from '../store/task-documents.js';
 import type { TaskRecordRepository } from '../store/task-records.js';
 import type { TaskSearch } from '../store/task-search.js';
-import type { BulkOutcome, TaskRepository } from '../store/tasks.js';
+import type { BulkOutcome, TaskRepository, WriteContext } from '../store/tasks.js';
 import type { WorkspaceRepository } from '../store/workspaces.js';
+import { validateOverride } from '../domain/done-policy.js';
 import { pageLimit } from './cursor.js';
+import { doneStatusOfTask } from './done-status.js';
+import { fencedWriteContext, fenceOutcomes, validateFencingToken, type WriteFences } from './write-fences.js';
 import { READ_TASKS, WRITE_TASKS, writeContextOf, type PlanningAccess } from './planning-access.js';
 import {
   patchFromMessage,
@@ -28,6 +31,7 @@ import {
   toApprovalMessage,
   toCommentMessage,
   toContractMessage,
+  toDoneStatusMessage,
   toEvidenceMessage,
   toTaskView,
 } from './task-messages.js';
@@ -40,6 +44,8 @@ export interface TaskServiceDeps {
   planning: PlanningRepository;
   workspaces: WorkspaceRepository;
   access: PlanningAccess;
+  /** The fence of agent writes (agents-claims). */
+  fences: WriteFences;
   clock: () => Date;
 }
 
@@ -87,6 +93,20 @@ function reminderPrefilter(kinds: readonly ReminderKind[], now: Date): Filter | 
     'stale-update': { lastActivityAt: { $lt: staleBefore } },
   };
   return { $or: kinds.map((k) => by[k]) };
+}
+
+/**
+ * A member's override of the done policy: only with a status move (400), never by an agent (403,
+ * the policy is what keeps agents honest), always with a reason (400 `override.reason`).
+ */
+function overrideOf(ctx: CallContext, raw: { reason: string } | undefined, patch: TaskPatch, statusField = 'status'): { reason: string } | undefined {
+  const override = validateOverride(raw);
+  if (!override) return undefined;
+  if (ctx.principal.type === 'api-key') {
+    throw new ServiceError('forbidden', 'Agents cannot override the done policy; a workspace member can', { reason: 'override-not-allowed' });
+  }
+  if (patch.status === undefined) throw invalidInput(statusField, "'override' applies to a status move: send 'status' with it");
+  return override;
 }
 
 /** Precedence of bulk preflight failures: the answer names the most fundamental problem. */
@@ -203,8 +223,9 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
         tasks.edgesAround([task], 100),
       ]);
       const ref = (t: TaskRecord) => ({ id: t._id, title: t.title, status: t.status });
+      const now = deps.clock();
       return {
-        task: toTaskView(task, healthContext(ctx, deps.clock())),
+        task: toTaskView(task, healthContext(ctx, now), await doneStatusOfTask(tasks, task, now)),
         comments: comments.reverse().map(toCommentMessage),
         commentCount,
         activity: activity.reverse().map(toActivityMessage),
@@ -221,12 +242,15 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
       const id = validateId(request.id, 'id');
       const patch = patchFromMessage(request.patch);
       if (Object.keys(patch).length === 0) throw invalidInput('body', 'Send at least one field to change');
-      await taskFor(ctx, id, WRITE_TASKS);
+      const fencingToken = validateFencingToken(request.fencingToken);
+      const override = overrideOf(ctx, request.override, patch);
+      const task = await taskFor(ctx, id, WRITE_TASKS);
       const now = deps.clock();
+      const wc = await fencedWriteContext(deps, ctx, task, patch.status !== undefined ? 'status' : 'field', fencingToken, now);
       const result = await tasks.update(id, patch, {
-        ...writeContextOf(ctx.principal, now),
+        ...wc,
+        ...(override ? { override } : {}),
         ...(request.expectedVersion !== undefined ? { expectedVersion: request.expectedVersion } : {}),
-        ...(request.fencingToken !== undefined ? { fencingToken: request.fencingToken } : {}),
       });
       return {
         task: toTaskView(result.task, healthContext(ctx, now)),
@@ -277,9 +301,11 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
       const mode = validateEnum(request.mode, BULK_MODES, 'mode');
       const patch: TaskPatch = underField('patch', () => patchFromMessage(request.patch));
       assertBulkPatch(patch);
+      const fencingToken = validateFencingToken(request.fencingToken);
+      const override = overrideOf(ctx, request.override, patch, 'patch.status');
       const now = deps.clock();
-      const wc = writeContextOf(ctx.principal, now);
-      const outcomes = await tasks.planBulk(ids, patch, wc);
+      const unfenced: WriteContext = { ...writeContextOf(ctx.principal, now), ...(override ? { override } : {}) };
+      const outcomes = await tasks.planBulk(ids, patch, unfenced);
       // Every target's workspace must allow the caller to write tasks.
       const byWorkspace = new Map<string, string[]>();
       for (const o of outcomes) if (o.ok) byWorkspace.set(o.current.workspaceId, [...(byWorkspace.get(o.current.workspaceId) ?? []), o.current._id]);
@@ -292,7 +318,21 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
           for (const id of members) denied.set(id, err);
         }
       }
-      const checked: BulkOutcome[] = outcomes.map((o) => (o.ok && denied.has(o.current._id) ? { ok: false, id: o.current._id, error: denied.get(o.current._id) as ServiceError } : o));
+      const visible: BulkOutcome[] = outcomes.map((o) => (o.ok && denied.has(o.current._id) ? { ok: false, id: o.current._id, error: denied.get(o.current._id) as ServiceError } : o));
+      // The fence, asked only for targets the caller may see and write (a refusal tells nothing
+      // about another workspace's tasks), applied to each as it is now and again in the apply.
+      const fences = await fenceOutcomes(deps.fences, ctx, visible.flatMap((o) => (o.ok ? [o.current._id] : [])), 'bulk', fencingToken);
+      const wc = fences ? { ...unfenced, fences } : unfenced;
+      const checked: BulkOutcome[] = visible.map((o) => {
+        if (!o.ok || !fences) return o;
+        try {
+          tasks.assertWritable(o.current, wc);
+          return o;
+        } catch (err) {
+          if (!(err instanceof ServiceError)) throw err;
+          return { ok: false, id: o.current._id, error: err };
+        }
+      });
       const failures = checked.filter((o): o is Extract<BulkOutcome, { ok: false }> => !o.ok);
       if (failures.length > 0) throw bulkFailure(failures, ids.length);
       const planned = checked.filter((o): o is Extract<BulkOutcome, { ok: true }> => o.ok);
@@ -320,7 +360,8 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
 
     async getTaskContract(request, ctx) {
       const task = await taskFor(ctx, request.issueId, READ_TASKS, 'issueId');
-      return { issueId: task._id, status: task.status, contract: toContractMessage(task) };
+      const done = await doneStatusOfTask(tasks, task, deps.clock());
+      return { issueId: task._id, status: task.status, contract: toContractMessage(task), done: toDoneStatusMessage(done) };
     },
 
     async updateTaskContract(request, ctx) {
@@ -330,10 +371,12 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
       if (Object.keys(patch).length === 0) {
         throw invalidInput('agent.instructions', `'agent.instructions' must set at least one of objective, constraints, expectedOutput, verification, permissions, escalation`);
       }
-      await taskFor(ctx, id, WRITE_TASKS, 'issueId');
+      const fencingToken = validateFencingToken(request.fencingToken);
+      const task = await taskFor(ctx, id, WRITE_TASKS, 'issueId');
       const now = deps.clock();
+      const wc = await fencedWriteContext(deps, ctx, task, 'contract', fencingToken, now);
       const result = await tasks.update(id, { instructions: patch }, {
-        ...writeContextOf(ctx.principal, now),
+        ...wc,
         kind: 'contract-updated',
         ...(request.expectedVersion !== undefined ? { expectedVersion: request.expectedVersion } : {}),
       });

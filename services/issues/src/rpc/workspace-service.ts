@@ -1,3 +1,4 @@
+import { DEFAULT_DONE_POLICY, validateDoneGate, validateDoneRequires } from '../domain/done-policy.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import {
   authorize,
@@ -33,6 +34,8 @@ export function toWorkspaceMessage(record: WorkspaceRecord): MessageInitShape<ty
     createdAt: record.createdAt,
     updatedAt: record.updatedAt,
     version: record.version,
+    doneRequires: record.doneRequires ?? DEFAULT_DONE_POLICY.requires,
+    doneGate: record.doneGate ?? DEFAULT_DONE_POLICY.gate,
   };
 }
 
@@ -177,6 +180,8 @@ export function createWorkspaceService(deps: WorkspaceServiceDeps): ServiceImple
         patch.ownerId = validateUserId(request.ownerId, 'ownerId');
         action = 'own';
       }
+      if (request.doneRequires !== undefined) patch.doneRequires = validateDoneRequires(request.doneRequires);
+      if (request.doneGate !== undefined) patch.doneGate = validateDoneGate(request.doneGate);
       // Workspace changes are for signed-in users (API document §5.4): no scope admits a token.
       await authorizeWorkspace(access, ctx, id, { action });
       const result = await workspaces.update(id, patch, actorOf(ctx.principal), deps.clock());

@@ -9,6 +9,7 @@ import {
   type StoreSession,
   type StoredDocument,
 } from '@planning/store';
+import type { DoneGate, DoneRequirement } from '../domain/done-policy.js';
 import type { ContextPackItem, MilestoneStatus, ProgramStatus, ProjectStatus } from '../domain/planning.js';
 import type { Actor } from './task-documents.js';
 
@@ -20,6 +21,9 @@ export interface ProjectInput {
   initiativeId?: string;
   contextPack: ContextPackItem[];
   createdBy: string;
+  /** The project's own done policy; absent: the workspace's applies. */
+  doneRequires?: DoneRequirement;
+  doneGate?: DoneGate;
 }
 
 export interface ProjectRecord extends StoredDocument, ProjectInput {
@@ -89,6 +93,9 @@ export interface ProjectPatch {
   goal?: string;
   contextPack?: ContextPackItem[];
   initiativeId?: string | null;
+  /** null: back to the workspace's policy. */
+  doneRequires?: DoneRequirement | null;
+  doneGate?: DoneGate | null;
 }
 
 function scopeFilter(scope: WorkspaceScope): Filter {
@@ -192,9 +199,11 @@ export class PlanningRepository {
       for (const field of ['name', 'status', 'goal', 'contextPack'] as const) {
         if (patch[field] !== undefined && !sameJson(patch[field], current[field])) set[field] = patch[field];
       }
-      if (patch.initiativeId !== undefined && patch.initiativeId !== (current.initiativeId ?? null)) {
-        if (patch.initiativeId === null) unset.initiativeId = '';
-        else set.initiativeId = patch.initiativeId;
+      for (const field of ['initiativeId', 'doneRequires', 'doneGate'] as const) {
+        const value = patch[field];
+        if (value === undefined || value === (current[field] ?? null)) continue;
+        if (value === null) unset[field] = '';
+        else set[field] = value;
       }
       const changedFields = [...Object.keys(set), ...Object.keys(unset)];
       if (changedFields.length === 0) return { project: current, changedFields };

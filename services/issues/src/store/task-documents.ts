@@ -3,7 +3,8 @@
  * from a task's own fields for searching and sorting.
  */
 import type { StoredDocument } from '@planning/store';
-import { queueKeyOf, type ClaimMirror, type EndedClaim } from '../domain/claims.js';
+import { APPROVAL_GATE_STATUSES, type ApprovalFor, type ApprovalGate, type ApprovalGateStatus } from '../domain/done-policy.js';
+import { queueKeyOf, type ClaimEnd, type ClaimMirror, type EndedClaim } from '../domain/claims.js';
 import { normalizeForSearch } from '../domain/fields.js';
 import { sortKeysOf, type SortKeys } from '../domain/ranking.js';
 import type { HealthTask } from '../domain/task-health.js';
@@ -41,6 +42,21 @@ export interface TaskRecord extends StoredDocument, TaskFields {
    * (REST, MCP, events), and not a change of the task (no version, no activity).
    */
   endedClaims?: EndedClaim[];
+  /**
+   * The last claim that left the task and how (set in the same write): agents-claims ends a claim
+   * the way the task saw it end (a completion that beat the lease's expiry stays a completion).
+   */
+  lastClaimEnd?: { claimId: string; end: ClaimEnd };
+  /**
+   * What the done policy reads, kept with the task in the same transactions as the evidence and
+   * approvals they summarise (so a status move checks them atomically): the acceptance checks
+   * evidence names, the latest evidence's time, and the task's approval requests (pending ones,
+   * and the latest decided per `for`). Absent on tasks from before they were kept: read from the
+   * evidence collection then (see TaskRepository.doneFacts).
+   */
+  evidencedCheckIds?: string[];
+  lastEvidenceAt?: string;
+  approvalGates?: ApprovalGate[];
 }
 
 export interface ActivityRecord extends StoredDocument {
@@ -86,8 +102,8 @@ export interface EvidenceRecord extends StoredDocument {
   createdAt: string;
 }
 
-export const APPROVAL_STATUSES = ['pending', 'approved', 'rejected'] as const;
-export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
+export const APPROVAL_STATUSES = APPROVAL_GATE_STATUSES;
+export type ApprovalStatus = ApprovalGateStatus;
 
 export interface ApprovalRecord extends StoredDocument {
   workspaceId: string;
@@ -95,6 +111,10 @@ export interface ApprovalRecord extends StoredDocument {
   requestedBy: string;
   reason: string;
   status: ApprovalStatus;
+  /** The move (or outside step) it was requested for; absent on requests from before `for` existed: custom. */
+  for?: ApprovalFor;
+  /** When a pending request expires; absent on old requests: `createdAt` + the approval TTL. */
+  expiresAt?: string;
   decidedBy?: string;
   decidedAt?: string;
   decisionNote?: string;

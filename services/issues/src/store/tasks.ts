@@ -2,10 +2,11 @@ import { conflict, invalidInput, ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
 import type { Outbox } from '@planning/outbox';
 import type { Collection, DocumentStore, Filter, StoredDocument, StoreSession } from '@planning/store';
-import { claimEndOf, claimWriteRefusal, type ClaimEnd, type ClaimMirror } from '../domain/claims.js';
+import { claimEndOf, fenceRefusal, type ClaimEnd, type ClaimMirror, type WriteFence } from '../domain/claims.js';
 import { assertNoDependencyCycle, assertNoParentCycle } from '../domain/dependencies.js';
 import { encodeSearchCursor } from '../domain/ranking.js';
-import { CLOSED_STATUSES, type MoveActor } from '../domain/task-status.js';
+import { doneMoveRefusal, type DoneFacts, type DonePolicy } from '../domain/done-policy.js';
+import { CLOSED_STATUSES, type MoveActor, type TaskStatus } from '../domain/task-status.js';
 import {
   applyPatch,
   changedFieldNames,
@@ -27,8 +28,13 @@ export interface WriteContext {
   moveActor: MoveActor;
   /** The calling agent: a task assigned to another agent is not its to change. */
   agentId?: string;
-  /** The fencing token the writer presented: it must be the task's current claim's. */
-  fencingToken?: number;
+  /**
+   * The fences agents-claims gave this write, per task (rpc/write-fences.ts): present for agents
+   * and for anyone presenting a fencing token; absent for people and services.
+   */
+  fences?: ReadonlyMap<string, WriteFence | ServiceError>;
+  /** A member setting the done policy and pending approvals aside for a status move (audited). */
+  override?: { reason: string };
 }
 
 /** What a write does to the claim a task is under, besides what its status move implies. */
@@ -51,6 +57,8 @@ export interface CreateContext extends WriteContext {
 /** Checks the repository needs from other parts of the service, inside the write's transaction. */
 export interface TaskReferenceChecks {
   agentExists(workspaceId: string, agentId: string, session?: StoreSession): Promise<boolean>;
+  /** The done policy in force for a task of `projectId` (the project's, else the workspace's). */
+  donePolicy(workspaceId: string, projectId: string, session?: StoreSession): Promise<DonePolicy>;
 }
 
 export interface TaskChange {
@@ -95,6 +103,7 @@ export class TaskRepository {
     private readonly outbox: Outbox,
     private readonly planning: PlanningRepository,
     private readonly checks: TaskReferenceChecks,
+    private readonly evidence: Collection<{ _id: string; issueId: string; checkId?: string; createdAt: string }>,
   ) {}
 
   static async open(
@@ -107,7 +116,7 @@ export class TaskRepository {
     const activity = store.collection<ActivityRecord>('activity');
     await tasks.createIndexes(TASK_INDEXES);
     await activity.createIndexes([{ name: 'issue_id', keys: { issueId: 1, _id: 1 } }]);
-    return new TaskRepository(tasks, activity, store.collection<CreateGuard>('task_create_guards'), outbox, planning, checks);
+    return new TaskRepository(tasks, activity, store.collection<CreateGuard>('task_create_guards'), outbox, planning, checks, store.collection('evidence'));
   }
 
   get(id: string, session?: StoreSession): Promise<TaskRecord | null> {
@@ -240,25 +249,85 @@ export class TaskRepository {
       const { next, changes } = applyPatch(fieldsOf(current), patch, ctx.moveActor, () => newId('chk'));
       if (changes.length === 0) return { task: current, changes };
       await this.checkReferences(id, next, current, ctx, session);
-      return this.write(current, next, changes, ctx, session, ctx.kind ?? 'updated');
+      const overridden = await this.gateMove(current, next.status, ctx, session);
+      const change = await this.write(current, next, changes, ctx, session, ctx.kind ?? 'updated');
+      if (overridden) await this.recordOverride(change.task, current.status, overridden, ctx, session);
+      return change;
     });
   }
 
+  // ---- the done policy -----------------------------------------------------------------------
+
+  /** What the done policy reads on a task (from the task; from the evidence collection for tasks from before it was kept). */
+  async doneFacts(task: TaskRecord, session?: StoreSession): Promise<DoneFacts> {
+    let evidenced = task.evidencedCheckIds;
+    let lastEvidenceAt = task.lastEvidenceAt;
+    if (evidenced === undefined && task.evidenceCount > 0) {
+      const rows = await this.evidence.find({ issueId: task._id }, { sort: { _id: 1 }, ...(session ? { session } : {}) });
+      evidenced = [...new Set(rows.flatMap((r) => (r.checkId ? [r.checkId] : [])))];
+      lastEvidenceAt = rows.reduce<string | undefined>((max, r) => (max === undefined || r.createdAt > max ? r.createdAt : max), undefined);
+    }
+    return {
+      checkIds: task.acceptanceChecks.map((c) => c.id),
+      evidencedCheckIds: evidenced ?? [],
+      evidenceCount: task.evidenceCount,
+      ...(lastEvidenceAt ? { lastEvidenceAt } : {}),
+      approvals: task.approvalGates ?? [],
+    };
+  }
+
+  /** The done policy in force for a task. */
+  donePolicy(task: Pick<TaskRecord, 'workspaceId' | 'projectId'>, session?: StoreSession): Promise<DonePolicy> {
+    return this.checks.donePolicy(task.workspaceId, task.projectId, session);
+  }
+
   /**
-   * Refuses a change by an agent to a task assigned to another agent, and any change its claim
-   * forbids (another agent's claim, the writer's expired claim, a stale fencing token).
+   * The done policy and pending approvals on a move of `task` to `to`, for people and agents
+   * (services moving tasks, such as imports, are not gated). Throws the refusal, or returns it when
+   * a member's override sets it aside (the caller records the override with the change).
    */
-  assertWritable(task: TaskRecord, ctx: Pick<WriteContext, 'agentId' | 'moveActor' | 'fencingToken' | 'now'>): void {
+  private async gateMove(task: TaskRecord, to: TaskStatus, ctx: WriteContext, session?: StoreSession): Promise<ServiceError | undefined> {
+    if (to === task.status || (to !== 'done' && to !== 'in-review') || ctx.moveActor === 'system') return undefined;
+    const refusal = doneMoveRefusal(to, await this.doneFacts(task, session), await this.donePolicy(task, session), ctx.now);
+    if (!refusal) return undefined;
+    if (!ctx.override) throw refusal;
+    return refusal;
+  }
+
+  /** An override, audited: activity on the task (with the reason) and an event (ids and the reason code only). */
+  private async recordOverride(task: TaskRecord, from: TaskStatus, refusal: ServiceError, ctx: WriteContext, session: StoreSession): Promise<void> {
+    const reason = ctx.override?.reason ?? '';
+    await this.addActivity(task, 'done-policy-overridden', [
+      { field: 'status', from, to: task.status },
+      { field: 'override', to: { reason, setAside: refusal.details.reason ?? 'done-policy', missingCheckIds: refusal.details.missingCheckIds ?? [] } },
+    ], ctx, session);
+    await this.outbox.add(
+      {
+        type: 'task.done-policy-overridden',
+        workspaceId: task.workspaceId,
+        actor: ctx.actor,
+        data: { subject: { type: 'task', id: task._id }, issueId: task._id, to: task.status, reason: refusal.details.reason ?? 'done-policy' },
+      },
+      { session },
+    );
+  }
+
+  /**
+   * Refuses a change by an agent to a task assigned to another agent, and a write whose fence
+   * (decided by agents-claims) the task no longer matches: the check that makes the fence hold,
+   * inside the write's transaction.
+   */
+  assertWritable(task: TaskRecord, ctx: Pick<WriteContext, 'agentId' | 'fences' | 'now'>): void {
     const assigned = task.agent.assignedAgentId;
     if (ctx.agentId !== undefined && assigned !== undefined && assigned !== ctx.agentId) {
       throw new ServiceError('forbidden', 'The issue is assigned to another agent', { reason: 'assigned-to-another-agent' });
     }
-    const refusal = claimWriteRefusal(task, {
-      moveActor: ctx.moveActor,
-      now: ctx.now,
-      ...(ctx.agentId !== undefined ? { agentId: ctx.agentId } : {}),
-      ...(ctx.fencingToken !== undefined ? { fencingToken: ctx.fencingToken } : {}),
-    });
+    if (!ctx.fences) return;
+    const fence = ctx.fences.get(task._id);
+    // Every fenced write asks for each task it writes; a task without an answer is a bug, never a pass.
+    if (!fence) throw new ServiceError('internal', 'Internal error');
+    if (fence instanceof ServiceError) throw fence;
+    const refusal = fenceRefusal(task, { fence, now: ctx.now, ...(ctx.agentId !== undefined ? { agentId: ctx.agentId } : {}) });
     if (refusal) throw refusal;
   }
 
@@ -282,6 +351,7 @@ export class TaskRepository {
         this.assertWritable(current, ctx);
         const { next, changes } = applyPatch(fieldsOf(current), patch, ctx.moveActor, () => newId('chk'));
         if (changes.length > 0) await this.checkReferences(id, next, current, ctx, undefined);
+        if (changes.length > 0) await this.gateMove(current, next.status, ctx);
         const maintained = this.maintained(current);
         const preview = changes.length > 0 ? this.compose(id, next, maintained, current.version + 1, ctx.now.toISOString()) : current;
         outcomes.push({ ok: true, current, next: preview, changes });
@@ -316,8 +386,14 @@ export class TaskRepository {
       const out: TaskChange[] = [];
       for (const p of targets) {
         const current = fresh.get(p.current._id) as TaskRecord;
+        // The fence again on the task as it is now (a claim may have expired since the preflight).
+        this.assertWritable(current, ctx);
         const { next, changes } = applyPatch(fieldsOf(current), patch, ctx.moveActor, () => newId('chk'));
-        out.push(await this.write(current, next, changes, ctx, session, 'bulk-updated'));
+        // The policy again on the task as it is now (evidence or approvals may have changed).
+        const overridden = await this.gateMove(current, next.status, ctx, session);
+        const change = await this.write(current, next, changes, ctx, session, 'bulk-updated');
+        if (overridden) await this.recordOverride(change.task, current.status, overridden, ctx, session);
+        out.push(change);
       }
       return out;
     });
@@ -379,6 +455,7 @@ export class TaskRepository {
       own.claim = claim.start;
       own.lastFencingToken = claim.start.fencingToken;
     }
+    if (ending) own.lastClaimEnd = { claimId: ending.claimId, end: claim.end ?? claimEndOf(next.status) };
     for (const key of Object.keys(own)) if (own[key] === undefined) delete own[key];
     const unset: Record<string, string> = Object.fromEntries(OPTIONAL_FIELDS.filter((k) => next[k] === undefined).map((k) => [k, '']));
     if (ending && !claim.start) unset.claim = '';

@@ -1,3 +1,4 @@
+import { DEFAULT_DONE_POLICY, type DoneGate, type DoneRequirement } from '../domain/done-policy.js';
 import type { Role } from '@planning/access';
 import { conflict, ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
@@ -25,6 +26,9 @@ export interface WorkspaceRecord extends StoredDocument {
   version: number;
   /** Bumped by every membership change, so concurrent owner changes conflict on this document. */
   membersVersion?: number;
+  /** The done policy (domain/done-policy.ts); absent: `nothing`, gated at `done`. */
+  doneRequires?: DoneRequirement;
+  doneGate?: DoneGate;
 }
 
 export interface MemberRecord extends StoredDocument {
@@ -49,6 +53,8 @@ export interface WorkspacePatch {
   status?: WorkspaceStatus;
   planId?: PlanId;
   ownerId?: string;
+  doneRequires?: DoneRequirement;
+  doneGate?: DoneGate;
 }
 
 export type Actor = { type: string; id: string };
@@ -188,6 +194,9 @@ export class WorkspaceRepository {
         const value = patch[field];
         if (value !== undefined && value !== current[field]) set[field] = value;
       }
+      // The done policy's defaults are stored as absent: setting a default is no change.
+      if (patch.doneRequires !== undefined && patch.doneRequires !== (current.doneRequires ?? DEFAULT_DONE_POLICY.requires)) set.doneRequires = patch.doneRequires;
+      if (patch.doneGate !== undefined && patch.doneGate !== (current.doneGate ?? DEFAULT_DONE_POLICY.gate)) set.doneGate = patch.doneGate;
       const changedFields = Object.keys(set);
       if (changedFields.length === 0) return { workspace: current, changedFields };
       const at = now.toISOString();

@@ -13,6 +13,9 @@ import { createLocalAccess } from '../rpc/workspace-service.js';
 import { ClaimSupportRepository } from '../store/claim-support.js';
 import type { PlanningHarness } from './planning-harness.js';
 
+/** The fence port of agent writes over a ClaimService client (the claims harness plugs the real one in). */
+export { createRemoteWriteFences } from '../rpc/write-fences.js';
+
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 
 /** The claim support service over the harness's store and clock (events land in its outbox). */
@@ -21,6 +24,7 @@ export async function claimSupportOf(harness: PlanningHarness): Promise<ServiceI
   const repo = await ClaimSupportRepository.open(outbox, harness.planning.tasks, harness.planning.records);
   return createClaimSupportService({
     repo,
+    tasks: harness.planning.tasks,
     access: createPlanningAccess(createLocalAccess(harness.workspaces), harness.workspaces),
     clock: () => new Date(harness.now),
   });

@@ -16,7 +16,9 @@ import { TaskService } from '@planning/proto/planning/issues/v1/tasks_pb';
 import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
 import type { CallContext, Principal, ServiceImplementation } from '@planning/rpc';
 import { createEmbeddedStore, type DocumentStore, type EmbeddedDocumentStore } from '@planning/store';
+import { conflict } from '@planning/errors';
 import { openPlanning, type Planning } from '../planning.js';
+import type { WriteFences } from '../rpc/write-fences.js';
 import { createLocalAccess, createWorkspaceService } from '../rpc/workspace-service.js';
 import { AgentRepository } from '../store/agents.js';
 import { WorkspaceRepository } from '../store/workspaces.js';
@@ -48,6 +50,18 @@ function clientOf<S extends DescService>(service: S, impl: ServiceImplementation
   return client as TestClient<S>;
 }
 
+/** The answer of agents-claims for tasks it holds no claims of. */
+const UNCLAIMED_FENCES: WriteFences = {
+  async check(_ctx, request) {
+    return new Map(
+      request.issueIds.map((id) => [
+        id,
+        request.fencingToken === undefined ? {} : conflict('stale-claim', `Fencing token ${request.fencingToken} is stale: the issue is not under an active claim`),
+      ]),
+    );
+  },
+};
+
 export interface PlanningHarness {
   store: EmbeddedDocumentStore;
   planning: Planning;
@@ -69,6 +83,12 @@ export interface PlanningHarness {
   addAgent(workspaceId: string, agentId: string): Promise<void>;
   /** Events recorded through the outbox so far (oldest first). */
   events(type?: string): Promise<EventEnvelope[]>;
+  /**
+   * Where agent writes get their fences. By default, what agents-claims answers for tasks it has
+   * no claims of (no claim to write under; a presented token is stale); the claims harness plugs
+   * in the real agents-claims service.
+   */
+  setWriteFences(fences: WriteFences): void;
   close(): Promise<void>;
 }
 
@@ -81,7 +101,9 @@ export async function createPlanningHarness(options: { store?: EmbeddedDocumentS
   const access = createLocalAccess(workspaces);
   const harness = {} as PlanningHarness;
   harness.now = options.now ?? new Date('2025-06-02T10:00:00.000Z');
-  const planning = await openPlanning({ store, outbox, workspaces, agents, access, clock: () => new Date(harness.now) });
+  let fenceSource: WriteFences = UNCLAIMED_FENCES;
+  const fences: WriteFences = { check: (ctx, request) => fenceSource.check(ctx, request) };
+  const planning = await openPlanning({ store, outbox, workspaces, agents, access, fences, clock: () => new Date(harness.now) });
   let n = 0;
   Object.assign(harness, {
     store,
@@ -120,6 +142,9 @@ export async function createPlanningHarness(options: { store?: EmbeddedDocumentS
     async events(type?: string) {
       const rows = await store.collection<{ _id: string; event: EventEnvelope }>('outbox').find(type ? { 'event.type': type } : {}, { sort: { _id: 1 } });
       return rows.map((r) => r.event);
+    },
+    setWriteFences(f: WriteFences) {
+      fenceSource = f;
     },
     async close() {
       await outbox.stop();

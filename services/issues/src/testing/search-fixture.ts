@@ -3,6 +3,7 @@
  * for measuring search, built as stored task documents (with the same derived search fields and
  * sort keys the repository writes), and the search as the repository runs it.
  */
+import { DEFAULT_DONE_POLICY } from '../domain/done-policy.js';
 import { createInProcessBus } from '@planning/bus';
 import { createOutbox } from '@planning/outbox';
 import { createEmbeddedStore, type EmbeddedCollection, type EmbeddedDocumentStore, type Filter } from '@planning/store';
@@ -141,7 +142,7 @@ export async function createSearchFixture(options: SearchFixtureOptions): Promis
             : Reflect.get(target, prop),
       }) as EmbeddedDocumentStore);
   const planning = await PlanningRepository.open(repositoryStore, outbox);
-  const repository = await TaskRepository.open(repositoryStore, outbox, planning, { agentExists: async () => true });
+  const repository = await TaskRepository.open(repositoryStore, outbox, planning, { agentExists: async () => true, donePolicy: async () => DEFAULT_DONE_POLICY });
   const fixture = {
     workspaceId: options.workspaceId ?? 'ws_bench',
     projectIds: Array.from({ length: 20 }, (_, i) => `prj_${i}`),

@@ -4,13 +4,104 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { ApprovalGate } from "../../issues/v1/tasks_pb.js";
+import { file_planning_issues_v1_tasks } from "../../issues/v1/tasks_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file planning/claims/v1/claims.proto.
  */
 export const file_planning_claims_v1_claims: GenFile = /*@__PURE__*/
-  fileDesc("Ch9wbGFubmluZy9jbGFpbXMvdjEvY2xhaW1zLnByb3RvEhJwbGFubmluZy5jbGFpbXMudjEipgIKBUNsYWltEgoKAmlkGAEgASgJEhQKDHdvcmtzcGFjZV9pZBgCIAEoCRIQCghpc3N1ZV9pZBgDIAEoCRIQCghhZ2VudF9pZBgEIAEoCRINCgVzdGF0ZRgFIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAYgASgFEhIKCmV4cGlyZXNfYXQYByABKAkSFQoNbGVhc2Vfc2Vjb25kcxgIIAEoBRISCgpjcmVhdGVkX2F0GAkgASgJEhcKCnJlbmV3ZWRfYXQYCiABKAlIAIgBARIVCghlbmRlZF9hdBgLIAEoCUgBiAEBEhcKCmVuZF9yZWFzb24YDCABKAlIAogBAUINCgtfcmVuZXdlZF9hdEILCglfZW5kZWRfYXRCDQoLX2VuZF9yZWFzb24iJgoISXNzdWVSZWYSCgoCaWQYASABKAkSDgoGc3RhdHVzGAIgASgJIngKCE1ldGVyaW5nEg8KB2FsbG93ZWQYASABKAgSDAoEa2luZBgCIAEoCRIMCgR1c2VkGAMgASgFEhIKBWxpbWl0GAQgASgFSACIAQESDgoGcGVyaW9kGAUgASgJEhEKCXJlc2V0c19hdBgGIAEoCUIICgZfbGltaXQiMAoMRG9uZUV2aWRlbmNlEhEKCWNvbXBsZXRlZBgBIAEoBRINCgV0b3RhbBgCIAEoBSIvCgxOb3RDbGFpbWFibGUSDgoGcmVhc29uGAEgASgJEg8KB21lc3NhZ2UYAiABKAki2wEKD0FnZW50Q2xhaW1RdWV1ZRINCgVzdGF0ZRgBIAEoCRITCgtxdW90YV9zdGF0ZRgCIAEoCRITCgtuZXh0X2FjdGlvbhgDIAEoCRI3Cg1kb25lX2V2aWRlbmNlGAQgASgLMiAucGxhbm5pbmcuY2xhaW1zLnYxLkRvbmVFdmlkZW5jZRJAChF3aHlfbm90X2NsYWltYWJsZRgFIAEoCzIgLnBsYW5uaW5nLmNsYWltcy52MS5Ob3RDbGFpbWFibGVIAIgBAUIUChJfd2h5X25vdF9jbGFpbWFibGUirQMKDVJlYWR5V29ya0l0ZW0SCgoCaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEhIKCnByb2plY3RfaWQYAyABKAkSDQoFdGl0bGUYBCABKAkSDgoGc3RhdHVzGAUgASgJEhAKCHByaW9yaXR5GAYgASgJEg4KBmxhYmVscxgHIAMoCRIVCghkdWVfZGF0ZRgIIAEoCUgAiAEBEhIKCmNyZWF0ZWRfYXQYCSABKAkSHgoRYXNzaWduZWRfYWdlbnRfaWQYCiABKAlIAYgBARIRCglyZWFkaW5lc3MYCyABKAkSHQoVb3Blbl9kZXBlbmRlbmN5X2NvdW50GAwgASgFEgwKBHJhbmsYDSABKAUSPgoRYWdlbnRfY2xhaW1fcXVldWUYDiABKAsyIy5wbGFubmluZy5jbGFpbXMudjEuQWdlbnRDbGFpbVF1ZXVlEi0KBWNsYWltGA8gASgLMhkucGxhbm5pbmcuY2xhaW1zLnYxLkNsYWltSAKIAQFCCwoJX2R1ZV9kYXRlQhQKEl9hc3NpZ25lZF9hZ2VudF9pZEIICgZfY2xhaW0iawoMUXVldWVTdW1tYXJ5Eg0KBXRvdGFsGAEgASgFEhEKCWNsYWltYWJsZRgCIAEoBRIPCgdibG9ja2VkGAMgASgFEhMKC2hlbGRfYnlfeW91GAQgASgFEhMKC3F1b3RhX3N0YXRlGAUgASgJIkAKD0NsYWltUXVldWVFbnRyeRIQCghpc3N1ZV9pZBgBIAEoCRIMCgRyYW5rGAIgASgFEg0KBXN0YXRlGAMgASgJIlQKFExpc3RSZWFkeVdvcmtSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESEwoGY3Vyc29yGAIgASgJSAGIAQFCCAoGX2xpbWl0QgkKB19jdXJzb3IilgIKFUxpc3RSZWFkeVdvcmtSZXNwb25zZRIwCgVpdGVtcxgBIAMoCzIhLnBsYW5uaW5nLmNsYWltcy52MS5SZWFkeVdvcmtJdGVtEjcKDXF1ZXVlX3N1bW1hcnkYAiABKAsyIC5wbGFubmluZy5jbGFpbXMudjEuUXVldWVTdW1tYXJ5EjgKC2NsYWltX3F1ZXVlGAMgAygLMiMucGxhbm5pbmcuY2xhaW1zLnYxLkNsYWltUXVldWVFbnRyeRIYCgtuZXh0X2N1cnNvchgEIAEoCUgAiAEBEi4KCG1ldGVyaW5nGAUgASgLMhwucGxhbm5pbmcuY2xhaW1zLnYxLk1ldGVyaW5nQg4KDF9uZXh0X2N1cnNvciJWChBDbGFpbVdvcmtSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEhwKD2lkZW1wb3RlbmN5X2tleRgCIAEoCUgAiAEBQhIKEF9pZGVtcG90ZW5jeV9rZXkirAEKEUNsYWltV29ya1Jlc3BvbnNlEigKBWNsYWltGAEgASgLMhkucGxhbm5pbmcuY2xhaW1zLnYxLkNsYWltEisKBWlzc3VlGAIgASgLMhwucGxhbm5pbmcuY2xhaW1zLnYxLklzc3VlUmVmEi4KCG1ldGVyaW5nGAMgASgLMhwucGxhbm5pbmcuY2xhaW1zLnYxLk1ldGVyaW5nEhAKCHJlcGxheWVkGAQgASgIIlMKEVJlbmV3Q2xhaW1SZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEhoKDWZlbmNpbmdfdG9rZW4YAiABKAVIAIgBAUIQCg5fZmVuY2luZ190b2tlbiJrChJSZW5ld0NsYWltUmVzcG9uc2USKAoFY2xhaW0YASABKAsyGS5wbGFubmluZy5jbGFpbXMudjEuQ2xhaW0SKwoFaXNzdWUYAiABKAsyHC5wbGFubmluZy5jbGFpbXMudjEuSXNzdWVSZWYiOgoKU3RhdHVzTm90ZRIKCgJpZBgBIAEoCRIMCgRib2R5GAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkiZAoRUG9zdFN0YXR1c1JlcXVlc3QSEAoIaXNzdWVfaWQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIaCg1mZW5jaW5nX3Rva2VuGAMgASgFSACIAQFCEAoOX2ZlbmNpbmdfdG9rZW4imQEKElBvc3RTdGF0dXNSZXNwb25zZRIoCgVjbGFpbRgBIAEoCzIZLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbRIrCgVpc3N1ZRgCIAEoCzIcLnBsYW5uaW5nLmNsYWltcy52MS5Jc3N1ZVJlZhIsCgRub3RlGAMgASgLMh4ucGxhbm5pbmcuY2xhaW1zLnYxLlN0YXR1c05vdGUiVQoTUmVsZWFzZUNsYWltUmVxdWVzdBIQCghpc3N1ZV9pZBgBIAEoCRIaCg1mZW5jaW5nX3Rva2VuGAIgASgFSACIAQFCEAoOX2ZlbmNpbmdfdG9rZW4ibQoUUmVsZWFzZUNsYWltUmVzcG9uc2USKAoFY2xhaW0YASABKAsyGS5wbGFubmluZy5jbGFpbXMudjEuQ2xhaW0SKwoFaXNzdWUYAiABKAsyHC5wbGFubmluZy5jbGFpbXMudjEuSXNzdWVSZWYi1QEKEUxpc3RDbGFpbXNSZXF1ZXN0EhkKDHdvcmtzcGFjZV9pZBgBIAEoCUgAiAEBEhUKCGlzc3VlX2lkGAIgASgJSAGIAQESFQoIYWdlbnRfaWQYAyABKAlIAogBARIOCgZzdGF0ZXMYBCADKAkSEgoFbGltaXQYBSABKAVIA4gBARITCgZjdXJzb3IYBiABKAlIBIgBAUIPCg1fd29ya3NwYWNlX2lkQgsKCV9pc3N1ZV9pZEILCglfYWdlbnRfaWRCCAoGX2xpbWl0QgkKB19jdXJzb3IiaQoSTGlzdENsYWltc1Jlc3BvbnNlEikKBmNsYWltcxgBIAMoCzIZLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbRIYCgtuZXh0X2N1cnNvchgCIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciKRAQoLQ2xhaW1Qb2xpY3kSFAoMd29ya3NwYWNlX2lkGAEgASgJEhUKDWxlYXNlX3NlY29uZHMYAiABKAUSHQoVZGVmYXVsdF9sZWFzZV9zZWNvbmRzGAMgASgFEg4KBmN1c3RvbRgEIAEoCBIXCgp1cGRhdGVkX2F0GAUgASgJSACIAQFCDQoLX3VwZGF0ZWRfYXQiLQoVR2V0Q2xhaW1Qb2xpY3lSZXF1ZXN0EhQKDHdvcmtzcGFjZV9pZBgBIAEoCSJJChZHZXRDbGFpbVBvbGljeVJlc3BvbnNlEi8KBnBvbGljeRgBIAEoCzIfLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbVBvbGljeSJbChVTZXRDbGFpbVBvbGljeVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEhoKDWxlYXNlX3NlY29uZHMYAiABKAVIAIgBAUIQCg5fbGVhc2Vfc2Vjb25kcyJJChZTZXRDbGFpbVBvbGljeVJlc3BvbnNlEi8KBnBvbGljeRgBIAEoCzIfLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbVBvbGljeTKaBgoMQ2xhaW1TZXJ2aWNlEmQKDUxpc3RSZWFkeVdvcmsSKC5wbGFubmluZy5jbGFpbXMudjEuTGlzdFJlYWR5V29ya1JlcXVlc3QaKS5wbGFubmluZy5jbGFpbXMudjEuTGlzdFJlYWR5V29ya1Jlc3BvbnNlElgKCUNsYWltV29yaxIkLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbVdvcmtSZXF1ZXN0GiUucGxhbm5pbmcuY2xhaW1zLnYxLkNsYWltV29ya1Jlc3BvbnNlElsKClJlbmV3Q2xhaW0SJS5wbGFubmluZy5jbGFpbXMudjEuUmVuZXdDbGFpbVJlcXVlc3QaJi5wbGFubmluZy5jbGFpbXMudjEuUmVuZXdDbGFpbVJlc3BvbnNlElsKClBvc3RTdGF0dXMSJS5wbGFubmluZy5jbGFpbXMudjEuUG9zdFN0YXR1c1JlcXVlc3QaJi5wbGFubmluZy5jbGFpbXMudjEuUG9zdFN0YXR1c1Jlc3BvbnNlEmEKDFJlbGVhc2VDbGFpbRInLnBsYW5uaW5nLmNsYWltcy52MS5SZWxlYXNlQ2xhaW1SZXF1ZXN0GigucGxhbm5pbmcuY2xhaW1zLnYxLlJlbGVhc2VDbGFpbVJlc3BvbnNlElsKCkxpc3RDbGFpbXMSJS5wbGFubmluZy5jbGFpbXMudjEuTGlzdENsYWltc1JlcXVlc3QaJi5wbGFubmluZy5jbGFpbXMudjEuTGlzdENsYWltc1Jlc3BvbnNlEmcKDkdldENsYWltUG9saWN5EikucGxhbm5pbmcuY2xhaW1zLnYxLkdldENsYWltUG9saWN5UmVxdWVzdBoqLnBsYW5uaW5nLmNsYWltcy52MS5HZXRDbGFpbVBvbGljeVJlc3BvbnNlEmcKDlNldENsYWltUG9saWN5EikucGxhbm5pbmcuY2xhaW1zLnYxLlNldENsYWltUG9saWN5UmVxdWVzdBoqLnBsYW5uaW5nLmNsYWltcy52MS5TZXRDbGFpbVBvbGljeVJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("Ch9wbGFubmluZy9jbGFpbXMvdjEvY2xhaW1zLnByb3RvEhJwbGFubmluZy5jbGFpbXMudjEiZwoWQ2hlY2tUYXNrV3JpdGVzUmVxdWVzdBIRCglpc3N1ZV9pZHMYASADKAkSDAoEa2luZBgCIAEoCRIaCg1mZW5jaW5nX3Rva2VuGAMgASgFSACIAQFCEAoOX2ZlbmNpbmdfdG9rZW4ipAEKCldyaXRlRmVuY2USEAoIaXNzdWVfaWQYASABKAkSFQoIY2xhaW1faWQYAiABKAlIAIgBARIbCg5yZWZ1c2FsX3JlYXNvbhgDIAEoCUgBiAEBEhwKD3JlZnVzYWxfbWVzc2FnZRgEIAEoCUgCiAEBQgsKCV9jbGFpbV9pZEIRCg9fcmVmdXNhbF9yZWFzb25CEgoQX3JlZnVzYWxfbWVzc2FnZSJJChdDaGVja1Rhc2tXcml0ZXNSZXNwb25zZRIuCgZmZW5jZXMYASADKAsyHi5wbGFubmluZy5jbGFpbXMudjEuV3JpdGVGZW5jZSKmAgoFQ2xhaW0SCgoCaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEhAKCGlzc3VlX2lkGAMgASgJEhAKCGFnZW50X2lkGAQgASgJEg0KBXN0YXRlGAUgASgJEhUKDWZlbmNpbmdfdG9rZW4YBiABKAUSEgoKZXhwaXJlc19hdBgHIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAggASgFEhIKCmNyZWF0ZWRfYXQYCSABKAkSFwoKcmVuZXdlZF9hdBgKIAEoCUgAiAEBEhUKCGVuZGVkX2F0GAsgASgJSAGIAQESFwoKZW5kX3JlYXNvbhgMIAEoCUgCiAEBQg0KC19yZW5ld2VkX2F0QgsKCV9lbmRlZF9hdEINCgtfZW5kX3JlYXNvbiJbCghJc3N1ZVJlZhIKCgJpZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSMwoJYXBwcm92YWxzGAMgAygLMiAucGxhbm5pbmcuaXNzdWVzLnYxLkFwcHJvdmFsR2F0ZSJ4CghNZXRlcmluZxIPCgdhbGxvd2VkGAEgASgIEgwKBGtpbmQYAiABKAkSDAoEdXNlZBgDIAEoBRISCgVsaW1pdBgEIAEoBUgAiAEBEg4KBnBlcmlvZBgFIAEoCRIRCglyZXNldHNfYXQYBiABKAlCCAoGX2xpbWl0In4KDERvbmVFdmlkZW5jZRIRCgljb21wbGV0ZWQYASABKAUSDQoFdG90YWwYAiABKAUSEAoIcmVxdWlyZXMYAyABKAkSGQoRbWlzc2luZ19jaGVja19pZHMYBCADKAkSEAoIYXBwcm92YWwYBSABKAkSDQoFcmVhZHkYBiABKAgiLwoMTm90Q2xhaW1hYmxlEg4KBnJlYXNvbhgBIAEoCRIPCgdtZXNzYWdlGAIgASgJItsBCg9BZ2VudENsYWltUXVldWUSDQoFc3RhdGUYASABKAkSEwoLcXVvdGFfc3RhdGUYAiABKAkSEwoLbmV4dF9hY3Rpb24YAyABKAkSNwoNZG9uZV9ldmlkZW5jZRgEIAEoCzIgLnBsYW5uaW5nLmNsYWltcy52MS5Eb25lRXZpZGVuY2USQAoRd2h5X25vdF9jbGFpbWFibGUYBSABKAsyIC5wbGFubmluZy5jbGFpbXMudjEuTm90Q2xhaW1hYmxlSACIAQFCFAoSX3doeV9ub3RfY2xhaW1hYmxlIuIDCg1SZWFkeVdvcmtJdGVtEgoKAmlkGAEgASgJEhQKDHdvcmtzcGFjZV9pZBgCIAEoCRISCgpwcm9qZWN0X2lkGAMgASgJEg0KBXRpdGxlGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIQCghwcmlvcml0eRgGIAEoCRIOCgZsYWJlbHMYByADKAkSFQoIZHVlX2RhdGUYCCABKAlIAIgBARISCgpjcmVhdGVkX2F0GAkgASgJEh4KEWFzc2lnbmVkX2FnZW50X2lkGAogASgJSAGIAQESEQoJcmVhZGluZXNzGAsgASgJEh0KFW9wZW5fZGVwZW5kZW5jeV9jb3VudBgMIAEoBRIMCgRyYW5rGA0gASgFEj4KEWFnZW50X2NsYWltX3F1ZXVlGA4gASgLMiMucGxhbm5pbmcuY2xhaW1zLnYxLkFnZW50Q2xhaW1RdWV1ZRItCgVjbGFpbRgPIAEoCzIZLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbUgCiAEBEjMKCWFwcHJvdmFscxgQIAMoCzIgLnBsYW5uaW5nLmlzc3Vlcy52MS5BcHByb3ZhbEdhdGVCCwoJX2R1ZV9kYXRlQhQKEl9hc3NpZ25lZF9hZ2VudF9pZEIICgZfY2xhaW0iawoMUXVldWVTdW1tYXJ5Eg0KBXRvdGFsGAEgASgFEhEKCWNsYWltYWJsZRgCIAEoBRIPCgdibG9ja2VkGAMgASgFEhMKC2hlbGRfYnlfeW91GAQgASgFEhMKC3F1b3RhX3N0YXRlGAUgASgJIkAKD0NsYWltUXVldWVFbnRyeRIQCghpc3N1ZV9pZBgBIAEoCRIMCgRyYW5rGAIgASgFEg0KBXN0YXRlGAMgASgJIlQKFExpc3RSZWFkeVdvcmtSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESEwoGY3Vyc29yGAIgASgJSAGIAQFCCAoGX2xpbWl0QgkKB19jdXJzb3IilgIKFUxpc3RSZWFkeVdvcmtSZXNwb25zZRIwCgVpdGVtcxgBIAMoCzIhLnBsYW5uaW5nLmNsYWltcy52MS5SZWFkeVdvcmtJdGVtEjcKDXF1ZXVlX3N1bW1hcnkYAiABKAsyIC5wbGFubmluZy5jbGFpbXMudjEuUXVldWVTdW1tYXJ5EjgKC2NsYWltX3F1ZXVlGAMgAygLMiMucGxhbm5pbmcuY2xhaW1zLnYxLkNsYWltUXVldWVFbnRyeRIYCgtuZXh0X2N1cnNvchgEIAEoCUgAiAEBEi4KCG1ldGVyaW5nGAUgASgLMhwucGxhbm5pbmcuY2xhaW1zLnYxLk1ldGVyaW5nQg4KDF9uZXh0X2N1cnNvciJWChBDbGFpbVdvcmtSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEhwKD2lkZW1wb3RlbmN5X2tleRgCIAEoCUgAiAEBQhIKEF9pZGVtcG90ZW5jeV9rZXkirAEKEUNsYWltV29ya1Jlc3BvbnNlEigKBWNsYWltGAEgASgLMhkucGxhbm5pbmcuY2xhaW1zLnYxLkNsYWltEisKBWlzc3VlGAIgASgLMhwucGxhbm5pbmcuY2xhaW1zLnYxLklzc3VlUmVmEi4KCG1ldGVyaW5nGAMgASgLMhwucGxhbm5pbmcuY2xhaW1zLnYxLk1ldGVyaW5nEhAKCHJlcGxheWVkGAQgASgIIlMKEVJlbmV3Q2xhaW1SZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEhoKDWZlbmNpbmdfdG9rZW4YAiABKAVIAIgBAUIQCg5fZmVuY2luZ190b2tlbiJrChJSZW5ld0NsYWltUmVzcG9uc2USKAoFY2xhaW0YASABKAsyGS5wbGFubmluZy5jbGFpbXMudjEuQ2xhaW0SKwoFaXNzdWUYAiABKAsyHC5wbGFubmluZy5jbGFpbXMudjEuSXNzdWVSZWYiOgoKU3RhdHVzTm90ZRIKCgJpZBgBIAEoCRIMCgRib2R5GAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkiZAoRUG9zdFN0YXR1c1JlcXVlc3QSEAoIaXNzdWVfaWQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIaCg1mZW5jaW5nX3Rva2VuGAMgASgFSACIAQFCEAoOX2ZlbmNpbmdfdG9rZW4imQEKElBvc3RTdGF0dXNSZXNwb25zZRIoCgVjbGFpbRgBIAEoCzIZLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbRIrCgVpc3N1ZRgCIAEoCzIcLnBsYW5uaW5nLmNsYWltcy52MS5Jc3N1ZVJlZhIsCgRub3RlGAMgASgLMh4ucGxhbm5pbmcuY2xhaW1zLnYxLlN0YXR1c05vdGUiVQoTUmVsZWFzZUNsYWltUmVxdWVzdBIQCghpc3N1ZV9pZBgBIAEoCRIaCg1mZW5jaW5nX3Rva2VuGAIgASgFSACIAQFCEAoOX2ZlbmNpbmdfdG9rZW4ibQoUUmVsZWFzZUNsYWltUmVzcG9uc2USKAoFY2xhaW0YASABKAsyGS5wbGFubmluZy5jbGFpbXMudjEuQ2xhaW0SKwoFaXNzdWUYAiABKAsyHC5wbGFubmluZy5jbGFpbXMudjEuSXNzdWVSZWYi1QEKEUxpc3RDbGFpbXNSZXF1ZXN0EhkKDHdvcmtzcGFjZV9pZBgBIAEoCUgAiAEBEhUKCGlzc3VlX2lkGAIgASgJSAGIAQESFQoIYWdlbnRfaWQYAyABKAlIAogBARIOCgZzdGF0ZXMYBCADKAkSEgoFbGltaXQYBSABKAVIA4gBARITCgZjdXJzb3IYBiABKAlIBIgBAUIPCg1fd29ya3NwYWNlX2lkQgsKCV9pc3N1ZV9pZEILCglfYWdlbnRfaWRCCAoGX2xpbWl0QgkKB19jdXJzb3IiaQoSTGlzdENsYWltc1Jlc3BvbnNlEikKBmNsYWltcxgBIAMoCzIZLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbRIYCgtuZXh0X2N1cnNvchgCIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciKRAQoLQ2xhaW1Qb2xpY3kSFAoMd29ya3NwYWNlX2lkGAEgASgJEhUKDWxlYXNlX3NlY29uZHMYAiABKAUSHQoVZGVmYXVsdF9sZWFzZV9zZWNvbmRzGAMgASgFEg4KBmN1c3RvbRgEIAEoCBIXCgp1cGRhdGVkX2F0GAUgASgJSACIAQFCDQoLX3VwZGF0ZWRfYXQiLQoVR2V0Q2xhaW1Qb2xpY3lSZXF1ZXN0EhQKDHdvcmtzcGFjZV9pZBgBIAEoCSJJChZHZXRDbGFpbVBvbGljeVJlc3BvbnNlEi8KBnBvbGljeRgBIAEoCzIfLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbVBvbGljeSJbChVTZXRDbGFpbVBvbGljeVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEhoKDWxlYXNlX3NlY29uZHMYAiABKAVIAIgBAUIQCg5fbGVhc2Vfc2Vjb25kcyJJChZTZXRDbGFpbVBvbGljeVJlc3BvbnNlEi8KBnBvbGljeRgBIAEoCzIfLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbVBvbGljeTKGBwoMQ2xhaW1TZXJ2aWNlEmQKDUxpc3RSZWFkeVdvcmsSKC5wbGFubmluZy5jbGFpbXMudjEuTGlzdFJlYWR5V29ya1JlcXVlc3QaKS5wbGFubmluZy5jbGFpbXMudjEuTGlzdFJlYWR5V29ya1Jlc3BvbnNlElgKCUNsYWltV29yaxIkLnBsYW5uaW5nLmNsYWltcy52MS5DbGFpbVdvcmtSZXF1ZXN0GiUucGxhbm5pbmcuY2xhaW1zLnYxLkNsYWltV29ya1Jlc3BvbnNlElsKClJlbmV3Q2xhaW0SJS5wbGFubmluZy5jbGFpbXMudjEuUmVuZXdDbGFpbVJlcXVlc3QaJi5wbGFubmluZy5jbGFpbXMudjEuUmVuZXdDbGFpbVJlc3BvbnNlElsKClBvc3RTdGF0dXMSJS5wbGFubmluZy5jbGFpbXMudjEuUG9zdFN0YXR1c1JlcXVlc3QaJi5wbGFubmluZy5jbGFpbXMudjEuUG9zdFN0YXR1c1Jlc3BvbnNlEmEKDFJlbGVhc2VDbGFpbRInLnBsYW5uaW5nLmNsYWltcy52MS5SZWxlYXNlQ2xhaW1SZXF1ZXN0GigucGxhbm5pbmcuY2xhaW1zLnYxLlJlbGVhc2VDbGFpbVJlc3BvbnNlElsKCkxpc3RDbGFpbXMSJS5wbGFubmluZy5jbGFpbXMudjEuTGlzdENsYWltc1JlcXVlc3QaJi5wbGFubmluZy5jbGFpbXMudjEuTGlzdENsYWltc1Jlc3BvbnNlEmcKDkdldENsYWltUG9saWN5EikucGxhbm5pbmcuY2xhaW1zLnYxLkdldENsYWltUG9saWN5UmVxdWVzdBoqLnBsYW5uaW5nLmNsYWltcy52MS5HZXRDbGFpbVBvbGljeVJlc3BvbnNlEmcKDlNldENsYWltUG9saWN5EikucGxhbm5pbmcuY2xhaW1zLnYxLlNldENsYWltUG9saWN5UmVxdWVzdBoqLnBsYW5uaW5nLmNsYWltcy52MS5TZXRDbGFpbVBvbGljeVJlc3BvbnNlEmoKD0NoZWNrVGFza1dyaXRlcxIqLnBsYW5uaW5nLmNsYWltcy52MS5DaGVja1Rhc2tXcml0ZXNSZXF1ZXN0GisucGxhbm5pbmcuY2xhaW1zLnYxLkNoZWNrVGFza1dyaXRlc1Jlc3BvbnNlYgZwcm90bzM", [file_planning_issues_v1_tasks]);
+
+/**
+ * @generated from message planning.claims.v1.CheckTaskWritesRequest
+ */
+export type CheckTaskWritesRequest = Message<"planning.claims.v1.CheckTaskWritesRequest"> & {
+  /**
+   * At most 200.
+   *
+   * @generated from field: repeated string issue_ids = 1;
+   */
+  issueIds: string[];
+
+  /**
+   * field, status, bulk, contract, comment, time, evidence or approval.
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * The token the writer presented.
+   *
+   * @generated from field: optional int32 fencing_token = 3;
+   */
+  fencingToken?: number | undefined;
+};
+
+/**
+ * Describes the message planning.claims.v1.CheckTaskWritesRequest.
+ * Use `create(CheckTaskWritesRequestSchema)` to create a new message.
+ */
+export const CheckTaskWritesRequestSchema: GenMessage<CheckTaskWritesRequest> = /*@__PURE__*/
+  messageDesc(file_planning_claims_v1_claims, 0);
+
+/**
+ * @generated from message planning.claims.v1.WriteFence
+ */
+export type WriteFence = Message<"planning.claims.v1.WriteFence"> & {
+  /**
+   * @generated from field: string issue_id = 1;
+   */
+  issueId: string;
+
+  /**
+   * The write must land while the task is in progress under this claim, before its expiry.
+   * Absent (and no refusal): while the task is under no other agent's unexpired claim.
+   *
+   * @generated from field: optional string claim_id = 2;
+   */
+  claimId?: string | undefined;
+
+  /**
+   * The write is refused: stale-claim or active-claim, with a message.
+   *
+   * @generated from field: optional string refusal_reason = 3;
+   */
+  refusalReason?: string | undefined;
+
+  /**
+   * @generated from field: optional string refusal_message = 4;
+   */
+  refusalMessage?: string | undefined;
+};
+
+/**
+ * Describes the message planning.claims.v1.WriteFence.
+ * Use `create(WriteFenceSchema)` to create a new message.
+ */
+export const WriteFenceSchema: GenMessage<WriteFence> = /*@__PURE__*/
+  messageDesc(file_planning_claims_v1_claims, 1);
+
+/**
+ * @generated from message planning.claims.v1.CheckTaskWritesResponse
+ */
+export type CheckTaskWritesResponse = Message<"planning.claims.v1.CheckTaskWritesResponse"> & {
+  /**
+   * One per requested issue, in order.
+   *
+   * @generated from field: repeated planning.claims.v1.WriteFence fences = 1;
+   */
+  fences: WriteFence[];
+};
+
+/**
+ * Describes the message planning.claims.v1.CheckTaskWritesResponse.
+ * Use `create(CheckTaskWritesResponseSchema)` to create a new message.
+ */
+export const CheckTaskWritesResponseSchema: GenMessage<CheckTaskWritesResponse> = /*@__PURE__*/
+  messageDesc(file_planning_claims_v1_claims, 2);
 
 /**
  * @generated from message planning.claims.v1.Claim
@@ -91,7 +182,7 @@ export type Claim = Message<"planning.claims.v1.Claim"> & {
  * Use `create(ClaimSchema)` to create a new message.
  */
 export const ClaimSchema: GenMessage<Claim> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 0);
+  messageDesc(file_planning_claims_v1_claims, 3);
 
 /**
  * @generated from message planning.claims.v1.IssueRef
@@ -106,6 +197,13 @@ export type IssueRef = Message<"planning.claims.v1.IssueRef"> & {
    * @generated from field: string status = 2;
    */
   status: string;
+
+  /**
+   * Heartbeats and status posts: the task's approval requests, so the holder sees decisions.
+   *
+   * @generated from field: repeated planning.issues.v1.ApprovalGate approvals = 3;
+   */
+  approvals: ApprovalGate[];
 };
 
 /**
@@ -113,7 +211,7 @@ export type IssueRef = Message<"planning.claims.v1.IssueRef"> & {
  * Use `create(IssueRefSchema)` to create a new message.
  */
 export const IssueRefSchema: GenMessage<IssueRef> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 1);
+  messageDesc(file_planning_claims_v1_claims, 4);
 
 /**
  * One agent run counted for the workspace's month (DECISIONS §2).
@@ -163,7 +261,7 @@ export type Metering = Message<"planning.claims.v1.Metering"> & {
  * Use `create(MeteringSchema)` to create a new message.
  */
 export const MeteringSchema: GenMessage<Metering> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 2);
+  messageDesc(file_planning_claims_v1_claims, 5);
 
 /**
  * @generated from message planning.claims.v1.DoneEvidence
@@ -182,6 +280,34 @@ export type DoneEvidence = Message<"planning.claims.v1.DoneEvidence"> & {
    * @generated from field: int32 total = 2;
    */
   total: number;
+
+  /**
+   * The done policy in force: nothing, evidence or evidence-and-approval.
+   *
+   * @generated from field: string requires = 3;
+   */
+  requires: string;
+
+  /**
+   * Acceptance checks no evidence names yet (what the policy still needs).
+   *
+   * @generated from field: repeated string missing_check_ids = 4;
+   */
+  missingCheckIds: string[];
+
+  /**
+   * not-required, missing, pending, approved or rejected.
+   *
+   * @generated from field: string approval = 5;
+   */
+  approval: string;
+
+  /**
+   * True when the moves the policy gates would pass now.
+   *
+   * @generated from field: bool ready = 6;
+   */
+  ready: boolean;
 };
 
 /**
@@ -189,7 +315,7 @@ export type DoneEvidence = Message<"planning.claims.v1.DoneEvidence"> & {
  * Use `create(DoneEvidenceSchema)` to create a new message.
  */
 export const DoneEvidenceSchema: GenMessage<DoneEvidence> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 3);
+  messageDesc(file_planning_claims_v1_claims, 6);
 
 /**
  * @generated from message planning.claims.v1.NotClaimable
@@ -213,7 +339,7 @@ export type NotClaimable = Message<"planning.claims.v1.NotClaimable"> & {
  * Use `create(NotClaimableSchema)` to create a new message.
  */
 export const NotClaimableSchema: GenMessage<NotClaimable> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 4);
+  messageDesc(file_planning_claims_v1_claims, 7);
 
 /**
  * @generated from message planning.claims.v1.AgentClaimQueue
@@ -256,7 +382,7 @@ export type AgentClaimQueue = Message<"planning.claims.v1.AgentClaimQueue"> & {
  * Use `create(AgentClaimQueueSchema)` to create a new message.
  */
 export const AgentClaimQueueSchema: GenMessage<AgentClaimQueue> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 5);
+  messageDesc(file_planning_claims_v1_claims, 8);
 
 /**
  * @generated from message planning.claims.v1.ReadyWorkItem
@@ -342,6 +468,13 @@ export type ReadyWorkItem = Message<"planning.claims.v1.ReadyWorkItem"> & {
    * @generated from field: optional planning.claims.v1.Claim claim = 15;
    */
   claim?: Claim | undefined;
+
+  /**
+   * The task's approval requests (pending, and the latest decided per `for`).
+   *
+   * @generated from field: repeated planning.issues.v1.ApprovalGate approvals = 16;
+   */
+  approvals: ApprovalGate[];
 };
 
 /**
@@ -349,7 +482,7 @@ export type ReadyWorkItem = Message<"planning.claims.v1.ReadyWorkItem"> & {
  * Use `create(ReadyWorkItemSchema)` to create a new message.
  */
 export const ReadyWorkItemSchema: GenMessage<ReadyWorkItem> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 6);
+  messageDesc(file_planning_claims_v1_claims, 9);
 
 /**
  * @generated from message planning.claims.v1.QueueSummary
@@ -390,7 +523,7 @@ export type QueueSummary = Message<"planning.claims.v1.QueueSummary"> & {
  * Use `create(QueueSummarySchema)` to create a new message.
  */
 export const QueueSummarySchema: GenMessage<QueueSummary> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 7);
+  messageDesc(file_planning_claims_v1_claims, 10);
 
 /**
  * @generated from message planning.claims.v1.ClaimQueueEntry
@@ -417,7 +550,7 @@ export type ClaimQueueEntry = Message<"planning.claims.v1.ClaimQueueEntry"> & {
  * Use `create(ClaimQueueEntrySchema)` to create a new message.
  */
 export const ClaimQueueEntrySchema: GenMessage<ClaimQueueEntry> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 8);
+  messageDesc(file_planning_claims_v1_claims, 11);
 
 /**
  * @generated from message planning.claims.v1.ListReadyWorkRequest
@@ -439,7 +572,7 @@ export type ListReadyWorkRequest = Message<"planning.claims.v1.ListReadyWorkRequ
  * Use `create(ListReadyWorkRequestSchema)` to create a new message.
  */
 export const ListReadyWorkRequestSchema: GenMessage<ListReadyWorkRequest> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 9);
+  messageDesc(file_planning_claims_v1_claims, 12);
 
 /**
  * @generated from message planning.claims.v1.ListReadyWorkResponse
@@ -478,7 +611,7 @@ export type ListReadyWorkResponse = Message<"planning.claims.v1.ListReadyWorkRes
  * Use `create(ListReadyWorkResponseSchema)` to create a new message.
  */
 export const ListReadyWorkResponseSchema: GenMessage<ListReadyWorkResponse> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 10);
+  messageDesc(file_planning_claims_v1_claims, 13);
 
 /**
  * @generated from message planning.claims.v1.ClaimWorkRequest
@@ -503,7 +636,7 @@ export type ClaimWorkRequest = Message<"planning.claims.v1.ClaimWorkRequest"> & 
  * Use `create(ClaimWorkRequestSchema)` to create a new message.
  */
 export const ClaimWorkRequestSchema: GenMessage<ClaimWorkRequest> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 11);
+  messageDesc(file_planning_claims_v1_claims, 14);
 
 /**
  * @generated from message planning.claims.v1.ClaimWorkResponse
@@ -537,7 +670,7 @@ export type ClaimWorkResponse = Message<"planning.claims.v1.ClaimWorkResponse"> 
  * Use `create(ClaimWorkResponseSchema)` to create a new message.
  */
 export const ClaimWorkResponseSchema: GenMessage<ClaimWorkResponse> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 12);
+  messageDesc(file_planning_claims_v1_claims, 15);
 
 /**
  * @generated from message planning.claims.v1.RenewClaimRequest
@@ -561,7 +694,7 @@ export type RenewClaimRequest = Message<"planning.claims.v1.RenewClaimRequest"> 
  * Use `create(RenewClaimRequestSchema)` to create a new message.
  */
 export const RenewClaimRequestSchema: GenMessage<RenewClaimRequest> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 13);
+  messageDesc(file_planning_claims_v1_claims, 16);
 
 /**
  * @generated from message planning.claims.v1.RenewClaimResponse
@@ -583,7 +716,7 @@ export type RenewClaimResponse = Message<"planning.claims.v1.RenewClaimResponse"
  * Use `create(RenewClaimResponseSchema)` to create a new message.
  */
 export const RenewClaimResponseSchema: GenMessage<RenewClaimResponse> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 14);
+  messageDesc(file_planning_claims_v1_claims, 17);
 
 /**
  * @generated from message planning.claims.v1.StatusNote
@@ -612,7 +745,7 @@ export type StatusNote = Message<"planning.claims.v1.StatusNote"> & {
  * Use `create(StatusNoteSchema)` to create a new message.
  */
 export const StatusNoteSchema: GenMessage<StatusNote> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 15);
+  messageDesc(file_planning_claims_v1_claims, 18);
 
 /**
  * @generated from message planning.claims.v1.PostStatusRequest
@@ -639,7 +772,7 @@ export type PostStatusRequest = Message<"planning.claims.v1.PostStatusRequest"> 
  * Use `create(PostStatusRequestSchema)` to create a new message.
  */
 export const PostStatusRequestSchema: GenMessage<PostStatusRequest> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 16);
+  messageDesc(file_planning_claims_v1_claims, 19);
 
 /**
  * @generated from message planning.claims.v1.PostStatusResponse
@@ -666,7 +799,7 @@ export type PostStatusResponse = Message<"planning.claims.v1.PostStatusResponse"
  * Use `create(PostStatusResponseSchema)` to create a new message.
  */
 export const PostStatusResponseSchema: GenMessage<PostStatusResponse> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 17);
+  messageDesc(file_planning_claims_v1_claims, 20);
 
 /**
  * @generated from message planning.claims.v1.ReleaseClaimRequest
@@ -690,7 +823,7 @@ export type ReleaseClaimRequest = Message<"planning.claims.v1.ReleaseClaimReques
  * Use `create(ReleaseClaimRequestSchema)` to create a new message.
  */
 export const ReleaseClaimRequestSchema: GenMessage<ReleaseClaimRequest> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 18);
+  messageDesc(file_planning_claims_v1_claims, 21);
 
 /**
  * @generated from message planning.claims.v1.ReleaseClaimResponse
@@ -712,7 +845,7 @@ export type ReleaseClaimResponse = Message<"planning.claims.v1.ReleaseClaimRespo
  * Use `create(ReleaseClaimResponseSchema)` to create a new message.
  */
 export const ReleaseClaimResponseSchema: GenMessage<ReleaseClaimResponse> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 19);
+  messageDesc(file_planning_claims_v1_claims, 22);
 
 /**
  * @generated from message planning.claims.v1.ListClaimsRequest
@@ -758,7 +891,7 @@ export type ListClaimsRequest = Message<"planning.claims.v1.ListClaimsRequest"> 
  * Use `create(ListClaimsRequestSchema)` to create a new message.
  */
 export const ListClaimsRequestSchema: GenMessage<ListClaimsRequest> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 20);
+  messageDesc(file_planning_claims_v1_claims, 23);
 
 /**
  * @generated from message planning.claims.v1.ListClaimsResponse
@@ -780,7 +913,7 @@ export type ListClaimsResponse = Message<"planning.claims.v1.ListClaimsResponse"
  * Use `create(ListClaimsResponseSchema)` to create a new message.
  */
 export const ListClaimsResponseSchema: GenMessage<ListClaimsResponse> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 21);
+  messageDesc(file_planning_claims_v1_claims, 24);
 
 /**
  * @generated from message planning.claims.v1.ClaimPolicy
@@ -821,7 +954,7 @@ export type ClaimPolicy = Message<"planning.claims.v1.ClaimPolicy"> & {
  * Use `create(ClaimPolicySchema)` to create a new message.
  */
 export const ClaimPolicySchema: GenMessage<ClaimPolicy> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 22);
+  messageDesc(file_planning_claims_v1_claims, 25);
 
 /**
  * @generated from message planning.claims.v1.GetClaimPolicyRequest
@@ -838,7 +971,7 @@ export type GetClaimPolicyRequest = Message<"planning.claims.v1.GetClaimPolicyRe
  * Use `create(GetClaimPolicyRequestSchema)` to create a new message.
  */
 export const GetClaimPolicyRequestSchema: GenMessage<GetClaimPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 23);
+  messageDesc(file_planning_claims_v1_claims, 26);
 
 /**
  * @generated from message planning.claims.v1.GetClaimPolicyResponse
@@ -855,7 +988,7 @@ export type GetClaimPolicyResponse = Message<"planning.claims.v1.GetClaimPolicyR
  * Use `create(GetClaimPolicyResponseSchema)` to create a new message.
  */
 export const GetClaimPolicyResponseSchema: GenMessage<GetClaimPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 24);
+  messageDesc(file_planning_claims_v1_claims, 27);
 
 /**
  * @generated from message planning.claims.v1.SetClaimPolicyRequest
@@ -879,7 +1012,7 @@ export type SetClaimPolicyRequest = Message<"planning.claims.v1.SetClaimPolicyRe
  * Use `create(SetClaimPolicyRequestSchema)` to create a new message.
  */
 export const SetClaimPolicyRequestSchema: GenMessage<SetClaimPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 25);
+  messageDesc(file_planning_claims_v1_claims, 28);
 
 /**
  * @generated from message planning.claims.v1.SetClaimPolicyResponse
@@ -896,7 +1029,7 @@ export type SetClaimPolicyResponse = Message<"planning.claims.v1.SetClaimPolicyR
  * Use `create(SetClaimPolicyResponseSchema)` to create a new message.
  */
 export const SetClaimPolicyResponseSchema: GenMessage<SetClaimPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_planning_claims_v1_claims, 26);
+  messageDesc(file_planning_claims_v1_claims, 29);
 
 /**
  * Agent work claims: the ready-work queue, claims with leases and fencing tokens, status posts,
@@ -1002,6 +1135,19 @@ export const ClaimService: GenService<{
     methodKind: "unary";
     input: typeof SetClaimPolicyRequestSchema;
     output: typeof SetClaimPolicyResponseSchema;
+  },
+  /**
+   * The fence of the caller's writes to tasks (docs/claims.md, "Writes under claims"): for each
+   * task, the claim the write must land under, or a refusal (409 stale-claim / active-claim). The
+   * issues service asks it, with the writer's principal, before every agent write (and every
+   * write that presents a fencing token), and applies the fence in the write's own transaction.
+   *
+   * @generated from rpc planning.claims.v1.ClaimService.CheckTaskWrites
+   */
+  checkTaskWrites: {
+    methodKind: "unary";
+    input: typeof CheckTaskWritesRequestSchema;
+    output: typeof CheckTaskWritesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_planning_claims_v1_claims, 0);

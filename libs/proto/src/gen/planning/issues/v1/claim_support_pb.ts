@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Actor, Comment, Task } from "./tasks_pb.js";
+import type { Actor, ApprovalGate, Comment, Task } from "./tasks_pb.js";
 import { file_planning_issues_v1_tasks } from "./tasks_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file planning/issues/v1/claim_support.proto.
  */
 export const file_planning_issues_v1_claim_support: GenFile = /*@__PURE__*/
-  fileDesc("CiZwbGFubmluZy9pc3N1ZXMvdjEvY2xhaW1fc3VwcG9ydC5wcm90bxIScGxhbm5pbmcuaXNzdWVzLnYxIlwKC0NsYWltTWlycm9yEhAKCGNsYWltX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhUKDWZlbmNpbmdfdG9rZW4YAyABKAUSEgoKZXhwaXJlc19hdBgEIAEoCSL3AQoLQ2xhaW1UYXJnZXQSEAoIaXNzdWVfaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIeChFhc3NpZ25lZF9hZ2VudF9pZBgEIAEoCUgAiAEBEh0KFW9wZW5fZGVwZW5kZW5jeV9jb3VudBgFIAEoBRIPCgd2ZXJzaW9uGAYgASgFEi4KBWNsYWltGAcgASgLMh8ucGxhbm5pbmcuaXNzdWVzLnYxLkNsYWltTWlycm9yEhoKEmxhc3RfZmVuY2luZ190b2tlbhgIIAEoBUIUChJfYXNzaWduZWRfYWdlbnRfaWQiKQoVR2V0Q2xhaW1UYXJnZXRSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJIkkKFkdldENsYWltVGFyZ2V0UmVzcG9uc2USLwoGdGFyZ2V0GAEgASgLMh8ucGxhbm5pbmcuaXNzdWVzLnYxLkNsYWltVGFyZ2V0Ip8BChdTdGFydENsYWltZWRXb3JrUmVxdWVzdBIQCghpc3N1ZV9pZBgBIAEoCRIQCghjbGFpbV9pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRISCgpleHBpcmVzX2F0GAQgASgJEhAKCHN0YXJ0X2J5GAUgASgJEigKBWFjdG9yGAYgASgLMhkucGxhbm5pbmcuaXNzdWVzLnYxLkFjdG9yIksKGFN0YXJ0Q2xhaW1lZFdvcmtSZXNwb25zZRIvCgZ0YXJnZXQYASABKAsyHy5wbGFubmluZy5pc3N1ZXMudjEuQ2xhaW1UYXJnZXQiYgoXUmVuZXdDbGFpbWVkV29ya1JlcXVlc3QSEAoIaXNzdWVfaWQYASABKAkSEAoIY2xhaW1faWQYAiABKAkSEgoKZXhwaXJlc19hdBgDIAEoCRIPCgdyZW5ld2FsGAQgASgFIksKGFJlbmV3Q2xhaW1lZFdvcmtSZXNwb25zZRIvCgZ0YXJnZXQYASABKAsyHy5wbGFubmluZy5pc3N1ZXMudjEuQ2xhaW1UYXJnZXQiiAEKFUVuZENsYWltZWRXb3JrUmVxdWVzdBIQCghpc3N1ZV9pZBgBIAEoCRIQCghjbGFpbV9pZBgCIAEoCRIPCgdvdXRjb21lGAMgASgJEigKBWFjdG9yGAQgASgLMhkucGxhbm5pbmcuaXNzdWVzLnYxLkFjdG9yEhAKCHN0YXJ0X2J5GAUgASgJIlgKFkVuZENsYWltZWRXb3JrUmVzcG9uc2USDQoFZW5kZWQYASABKAgSLwoGdGFyZ2V0GAIgASgLMh8ucGxhbm5pbmcuaXNzdWVzLnYxLkNsYWltVGFyZ2V0IpwBChZQb3N0Q2xhaW1TdGF0dXNSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEhAKCGNsYWltX2lkGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSEgoKZXhwaXJlc19hdBgEIAEoCRIoCgVhY3RvchgFIAEoCzIZLnBsYW5uaW5nLmlzc3Vlcy52MS5BY3RvchIPCgdyZW5ld2FsGAYgASgFIngKF1Bvc3RDbGFpbVN0YXR1c1Jlc3BvbnNlEiwKB2NvbW1lbnQYASABKAsyGy5wbGFubmluZy5pc3N1ZXMudjEuQ29tbWVudBIvCgZ0YXJnZXQYAiABKAsyHy5wbGFubmluZy5pc3N1ZXMudjEuQ2xhaW1UYXJnZXQiWgoMRXhwaXJlZENsYWltEhAKCGlzc3VlX2lkGAEgASgJEhAKCGNsYWltX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhQKDHdvcmtzcGFjZV9pZBgEIAEoCSIsChtSZWxlYXNlRXhwaXJlZENsYWltc1JlcXVlc3QSDQoFbGltaXQYASABKAUiUgocUmVsZWFzZUV4cGlyZWRDbGFpbXNSZXNwb25zZRIyCghyZWxlYXNlZBgBIAMoCzIgLnBsYW5uaW5nLmlzc3Vlcy52MS5FeHBpcmVkQ2xhaW0iZQoLQ2xhaW1lZFRhc2sSEAoIaXNzdWVfaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEi4KBWNsYWltGAMgASgLMh8ucGxhbm5pbmcuaXNzdWVzLnYxLkNsYWltTWlycm9yIkYKF0xpc3RDbGFpbWVkVGFza3NSZXF1ZXN0EhIKBWFmdGVyGAEgASgJSACIAQESDQoFbGltaXQYAiABKAVCCAoGX2FmdGVyInIKGExpc3RDbGFpbWVkVGFza3NSZXNwb25zZRIuCgV0YXNrcxgBIAMoCzIfLnBsYW5uaW5nLmlzc3Vlcy52MS5DbGFpbWVkVGFzaxIXCgpuZXh0X2FmdGVyGAIgASgJSACIAQFCDQoLX25leHRfYWZ0ZXIiQQoJUmVhZHlUYXNrEiYKBHRhc2sYASABKAsyGC5wbGFubmluZy5pc3N1ZXMudjEuVGFzaxIMCgRyYW5rGAIgASgFIpkBChVMaXN0UmVhZHlUYXNrc1JlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhIKBWxpbWl0GAMgASgFSACIAQESEwoGY3Vyc29yGAQgASgJSAGIAQESGgoSc3RhcnRpbmdfaXNzdWVfaWRzGAUgAygJQggKBl9saW1pdEIJCgdfY3Vyc29yIo0CChZMaXN0UmVhZHlUYXNrc1Jlc3BvbnNlEiwKBXRhc2tzGAEgAygLMh0ucGxhbm5pbmcuaXNzdWVzLnYxLlJlYWR5VGFzaxINCgV0b3RhbBgCIAEoBRIPCgdibG9ja2VkGAMgASgFEhgKC25leHRfY3Vyc29yGAQgASgJSACIAQESKwoEaGVsZBgFIAEoCzIYLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrSAGIAQESMwoKaGVsZF9jbGFpbRgGIAEoCzIfLnBsYW5uaW5nLmlzc3Vlcy52MS5DbGFpbU1pcnJvchIQCghzdGFydGluZxgHIAEoBUIOCgxfbmV4dF9jdXJzb3JCBwoFX2hlbGQyhAcKE0NsYWltU3VwcG9ydFNlcnZpY2USZwoOR2V0Q2xhaW1UYXJnZXQSKS5wbGFubmluZy5pc3N1ZXMudjEuR2V0Q2xhaW1UYXJnZXRSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkdldENsYWltVGFyZ2V0UmVzcG9uc2USbQoQU3RhcnRDbGFpbWVkV29yaxIrLnBsYW5uaW5nLmlzc3Vlcy52MS5TdGFydENsYWltZWRXb3JrUmVxdWVzdBosLnBsYW5uaW5nLmlzc3Vlcy52MS5TdGFydENsYWltZWRXb3JrUmVzcG9uc2USbQoQUmVuZXdDbGFpbWVkV29yaxIrLnBsYW5uaW5nLmlzc3Vlcy52MS5SZW5ld0NsYWltZWRXb3JrUmVxdWVzdBosLnBsYW5uaW5nLmlzc3Vlcy52MS5SZW5ld0NsYWltZWRXb3JrUmVzcG9uc2USZwoORW5kQ2xhaW1lZFdvcmsSKS5wbGFubmluZy5pc3N1ZXMudjEuRW5kQ2xhaW1lZFdvcmtSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkVuZENsYWltZWRXb3JrUmVzcG9uc2USagoPUG9zdENsYWltU3RhdHVzEioucGxhbm5pbmcuaXNzdWVzLnYxLlBvc3RDbGFpbVN0YXR1c1JlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuUG9zdENsYWltU3RhdHVzUmVzcG9uc2USeQoUUmVsZWFzZUV4cGlyZWRDbGFpbXMSLy5wbGFubmluZy5pc3N1ZXMudjEuUmVsZWFzZUV4cGlyZWRDbGFpbXNSZXF1ZXN0GjAucGxhbm5pbmcuaXNzdWVzLnYxLlJlbGVhc2VFeHBpcmVkQ2xhaW1zUmVzcG9uc2USbQoQTGlzdENsYWltZWRUYXNrcxIrLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0Q2xhaW1lZFRhc2tzUmVxdWVzdBosLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0Q2xhaW1lZFRhc2tzUmVzcG9uc2USZwoOTGlzdFJlYWR5VGFza3MSKS5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFJlYWR5VGFza3NSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RSZWFkeVRhc2tzUmVzcG9uc2ViBnByb3RvMw", [file_planning_issues_v1_tasks]);
+  fileDesc("CiZwbGFubmluZy9pc3N1ZXMvdjEvY2xhaW1fc3VwcG9ydC5wcm90bxIScGxhbm5pbmcuaXNzdWVzLnYxIlwKC0NsYWltTWlycm9yEhAKCGNsYWltX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhUKDWZlbmNpbmdfdG9rZW4YAyABKAUSEgoKZXhwaXJlc19hdBgEIAEoCSL+AgoLQ2xhaW1UYXJnZXQSEAoIaXNzdWVfaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIeChFhc3NpZ25lZF9hZ2VudF9pZBgEIAEoCUgAiAEBEh0KFW9wZW5fZGVwZW5kZW5jeV9jb3VudBgFIAEoBRIPCgd2ZXJzaW9uGAYgASgFEi4KBWNsYWltGAcgASgLMh8ucGxhbm5pbmcuaXNzdWVzLnYxLkNsYWltTWlycm9yEhoKEmxhc3RfZmVuY2luZ190b2tlbhgIIAEoBRIzCglhcHByb3ZhbHMYCSADKAsyIC5wbGFubmluZy5pc3N1ZXMudjEuQXBwcm92YWxHYXRlEj0KDmxhc3RfY2xhaW1fZW5kGAogASgLMiAucGxhbm5pbmcuaXNzdWVzLnYxLkNsYWltRW5kTm90ZUgBiAEBQhQKEl9hc3NpZ25lZF9hZ2VudF9pZEIRCg9fbGFzdF9jbGFpbV9lbmQiLQoMQ2xhaW1FbmROb3RlEhAKCGNsYWltX2lkGAEgASgJEgsKA2VuZBgCIAEoCSIpChVHZXRDbGFpbVRhcmdldFJlcXVlc3QSEAoIaXNzdWVfaWQYASABKAkiSQoWR2V0Q2xhaW1UYXJnZXRSZXNwb25zZRIvCgZ0YXJnZXQYASABKAsyHy5wbGFubmluZy5pc3N1ZXMudjEuQ2xhaW1UYXJnZXQinwEKF1N0YXJ0Q2xhaW1lZFdvcmtSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEhAKCGNsYWltX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCmV4cGlyZXNfYXQYBCABKAkSEAoIc3RhcnRfYnkYBSABKAkSKAoFYWN0b3IYBiABKAsyGS5wbGFubmluZy5pc3N1ZXMudjEuQWN0b3IiSwoYU3RhcnRDbGFpbWVkV29ya1Jlc3BvbnNlEi8KBnRhcmdldBgBIAEoCzIfLnBsYW5uaW5nLmlzc3Vlcy52MS5DbGFpbVRhcmdldCJiChdSZW5ld0NsYWltZWRXb3JrUmVxdWVzdBIQCghpc3N1ZV9pZBgBIAEoCRIQCghjbGFpbV9pZBgCIAEoCRISCgpleHBpcmVzX2F0GAMgASgJEg8KB3JlbmV3YWwYBCABKAUiSwoYUmVuZXdDbGFpbWVkV29ya1Jlc3BvbnNlEi8KBnRhcmdldBgBIAEoCzIfLnBsYW5uaW5nLmlzc3Vlcy52MS5DbGFpbVRhcmdldCKhAQoVRW5kQ2xhaW1lZFdvcmtSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEhAKCGNsYWltX2lkGAIgASgJEg8KB291dGNvbWUYAyABKAkSKAoFYWN0b3IYBCABKAsyGS5wbGFubmluZy5pc3N1ZXMudjEuQWN0b3ISEAoIc3RhcnRfYnkYBSABKAkSFwoPb25seV9pZl9leHBpcmVkGAYgASgIIlgKFkVuZENsYWltZWRXb3JrUmVzcG9uc2USDQoFZW5kZWQYASABKAgSLwoGdGFyZ2V0GAIgASgLMh8ucGxhbm5pbmcuaXNzdWVzLnYxLkNsYWltVGFyZ2V0IpwBChZQb3N0Q2xhaW1TdGF0dXNSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEhAKCGNsYWltX2lkGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSEgoKZXhwaXJlc19hdBgEIAEoCRIoCgVhY3RvchgFIAEoCzIZLnBsYW5uaW5nLmlzc3Vlcy52MS5BY3RvchIPCgdyZW5ld2FsGAYgASgFIngKF1Bvc3RDbGFpbVN0YXR1c1Jlc3BvbnNlEiwKB2NvbW1lbnQYASABKAsyGy5wbGFubmluZy5pc3N1ZXMudjEuQ29tbWVudBIvCgZ0YXJnZXQYAiABKAsyHy5wbGFubmluZy5pc3N1ZXMudjEuQ2xhaW1UYXJnZXQiWgoMRXhwaXJlZENsYWltEhAKCGlzc3VlX2lkGAEgASgJEhAKCGNsYWltX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhQKDHdvcmtzcGFjZV9pZBgEIAEoCSIsChtSZWxlYXNlRXhwaXJlZENsYWltc1JlcXVlc3QSDQoFbGltaXQYASABKAUiUgocUmVsZWFzZUV4cGlyZWRDbGFpbXNSZXNwb25zZRIyCghyZWxlYXNlZBgBIAMoCzIgLnBsYW5uaW5nLmlzc3Vlcy52MS5FeHBpcmVkQ2xhaW0iZQoLQ2xhaW1lZFRhc2sSEAoIaXNzdWVfaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEi4KBWNsYWltGAMgASgLMh8ucGxhbm5pbmcuaXNzdWVzLnYxLkNsYWltTWlycm9yIkYKF0xpc3RDbGFpbWVkVGFza3NSZXF1ZXN0EhIKBWFmdGVyGAEgASgJSACIAQESDQoFbGltaXQYAiABKAVCCAoGX2FmdGVyInIKGExpc3RDbGFpbWVkVGFza3NSZXNwb25zZRIuCgV0YXNrcxgBIAMoCzIfLnBsYW5uaW5nLmlzc3Vlcy52MS5DbGFpbWVkVGFzaxIXCgpuZXh0X2FmdGVyGAIgASgJSACIAQFCDQoLX25leHRfYWZ0ZXIiQQoJUmVhZHlUYXNrEiYKBHRhc2sYASABKAsyGC5wbGFubmluZy5pc3N1ZXMudjEuVGFzaxIMCgRyYW5rGAIgASgFIpkBChVMaXN0UmVhZHlUYXNrc1JlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhIKBWxpbWl0GAMgASgFSACIAQESEwoGY3Vyc29yGAQgASgJSAGIAQESGgoSc3RhcnRpbmdfaXNzdWVfaWRzGAUgAygJQggKBl9saW1pdEIJCgdfY3Vyc29yIo0CChZMaXN0UmVhZHlUYXNrc1Jlc3BvbnNlEiwKBXRhc2tzGAEgAygLMh0ucGxhbm5pbmcuaXNzdWVzLnYxLlJlYWR5VGFzaxINCgV0b3RhbBgCIAEoBRIPCgdibG9ja2VkGAMgASgFEhgKC25leHRfY3Vyc29yGAQgASgJSACIAQESKwoEaGVsZBgFIAEoCzIYLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrSAGIAQESMwoKaGVsZF9jbGFpbRgGIAEoCzIfLnBsYW5uaW5nLmlzc3Vlcy52MS5DbGFpbU1pcnJvchIQCghzdGFydGluZxgHIAEoBUIOCgxfbmV4dF9jdXJzb3JCBwoFX2hlbGQyhAcKE0NsYWltU3VwcG9ydFNlcnZpY2USZwoOR2V0Q2xhaW1UYXJnZXQSKS5wbGFubmluZy5pc3N1ZXMudjEuR2V0Q2xhaW1UYXJnZXRSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkdldENsYWltVGFyZ2V0UmVzcG9uc2USbQoQU3RhcnRDbGFpbWVkV29yaxIrLnBsYW5uaW5nLmlzc3Vlcy52MS5TdGFydENsYWltZWRXb3JrUmVxdWVzdBosLnBsYW5uaW5nLmlzc3Vlcy52MS5TdGFydENsYWltZWRXb3JrUmVzcG9uc2USbQoQUmVuZXdDbGFpbWVkV29yaxIrLnBsYW5uaW5nLmlzc3Vlcy52MS5SZW5ld0NsYWltZWRXb3JrUmVxdWVzdBosLnBsYW5uaW5nLmlzc3Vlcy52MS5SZW5ld0NsYWltZWRXb3JrUmVzcG9uc2USZwoORW5kQ2xhaW1lZFdvcmsSKS5wbGFubmluZy5pc3N1ZXMudjEuRW5kQ2xhaW1lZFdvcmtSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkVuZENsYWltZWRXb3JrUmVzcG9uc2USagoPUG9zdENsYWltU3RhdHVzEioucGxhbm5pbmcuaXNzdWVzLnYxLlBvc3RDbGFpbVN0YXR1c1JlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuUG9zdENsYWltU3RhdHVzUmVzcG9uc2USeQoUUmVsZWFzZUV4cGlyZWRDbGFpbXMSLy5wbGFubmluZy5pc3N1ZXMudjEuUmVsZWFzZUV4cGlyZWRDbGFpbXNSZXF1ZXN0GjAucGxhbm5pbmcuaXNzdWVzLnYxLlJlbGVhc2VFeHBpcmVkQ2xhaW1zUmVzcG9uc2USbQoQTGlzdENsYWltZWRUYXNrcxIrLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0Q2xhaW1lZFRhc2tzUmVxdWVzdBosLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0Q2xhaW1lZFRhc2tzUmVzcG9uc2USZwoOTGlzdFJlYWR5VGFza3MSKS5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFJlYWR5VGFza3NSZXF1ZXN0GioucGxhbm5pbmcuaXNzdWVzLnYxLkxpc3RSZWFkeVRhc2tzUmVzcG9uc2ViBnByb3RvMw", [file_planning_issues_v1_tasks]);
 
 /**
  * The claim a task is under, as the task records it.
@@ -95,6 +95,21 @@ export type ClaimTarget = Message<"planning.issues.v1.ClaimTarget"> & {
    * @generated from field: int32 last_fencing_token = 8;
    */
   lastFencingToken: number;
+
+  /**
+   * The task's approval requests (pending, and the latest decided per `for`).
+   *
+   * @generated from field: repeated planning.issues.v1.ApprovalGate approvals = 9;
+   */
+  approvals: ApprovalGate[];
+
+  /**
+   * The last claim that left the task, and how: completed, released, expired or aborted. Lets
+   * agents-claims end a claim the way the task saw it end.
+   *
+   * @generated from field: optional planning.issues.v1.ClaimEndNote last_claim_end = 10;
+   */
+  lastClaimEnd?: ClaimEndNote | undefined;
 };
 
 /**
@@ -103,6 +118,28 @@ export type ClaimTarget = Message<"planning.issues.v1.ClaimTarget"> & {
  */
 export const ClaimTargetSchema: GenMessage<ClaimTarget> = /*@__PURE__*/
   messageDesc(file_planning_issues_v1_claim_support, 1);
+
+/**
+ * @generated from message planning.issues.v1.ClaimEndNote
+ */
+export type ClaimEndNote = Message<"planning.issues.v1.ClaimEndNote"> & {
+  /**
+   * @generated from field: string claim_id = 1;
+   */
+  claimId: string;
+
+  /**
+   * @generated from field: string end = 2;
+   */
+  end: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.ClaimEndNote.
+ * Use `create(ClaimEndNoteSchema)` to create a new message.
+ */
+export const ClaimEndNoteSchema: GenMessage<ClaimEndNote> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_claim_support, 2);
 
 /**
  * @generated from message planning.issues.v1.GetClaimTargetRequest
@@ -119,7 +156,7 @@ export type GetClaimTargetRequest = Message<"planning.issues.v1.GetClaimTargetRe
  * Use `create(GetClaimTargetRequestSchema)` to create a new message.
  */
 export const GetClaimTargetRequestSchema: GenMessage<GetClaimTargetRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 2);
+  messageDesc(file_planning_issues_v1_claim_support, 3);
 
 /**
  * @generated from message planning.issues.v1.GetClaimTargetResponse
@@ -136,7 +173,7 @@ export type GetClaimTargetResponse = Message<"planning.issues.v1.GetClaimTargetR
  * Use `create(GetClaimTargetResponseSchema)` to create a new message.
  */
 export const GetClaimTargetResponseSchema: GenMessage<GetClaimTargetResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 3);
+  messageDesc(file_planning_issues_v1_claim_support, 4);
 
 /**
  * @generated from message planning.issues.v1.StartClaimedWorkRequest
@@ -183,7 +220,7 @@ export type StartClaimedWorkRequest = Message<"planning.issues.v1.StartClaimedWo
  * Use `create(StartClaimedWorkRequestSchema)` to create a new message.
  */
 export const StartClaimedWorkRequestSchema: GenMessage<StartClaimedWorkRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 4);
+  messageDesc(file_planning_issues_v1_claim_support, 5);
 
 /**
  * @generated from message planning.issues.v1.StartClaimedWorkResponse
@@ -200,7 +237,7 @@ export type StartClaimedWorkResponse = Message<"planning.issues.v1.StartClaimedW
  * Use `create(StartClaimedWorkResponseSchema)` to create a new message.
  */
 export const StartClaimedWorkResponseSchema: GenMessage<StartClaimedWorkResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 5);
+  messageDesc(file_planning_issues_v1_claim_support, 6);
 
 /**
  * @generated from message planning.issues.v1.RenewClaimedWorkRequest
@@ -236,7 +273,7 @@ export type RenewClaimedWorkRequest = Message<"planning.issues.v1.RenewClaimedWo
  * Use `create(RenewClaimedWorkRequestSchema)` to create a new message.
  */
 export const RenewClaimedWorkRequestSchema: GenMessage<RenewClaimedWorkRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 6);
+  messageDesc(file_planning_issues_v1_claim_support, 7);
 
 /**
  * @generated from message planning.issues.v1.RenewClaimedWorkResponse
@@ -253,7 +290,7 @@ export type RenewClaimedWorkResponse = Message<"planning.issues.v1.RenewClaimedW
  * Use `create(RenewClaimedWorkResponseSchema)` to create a new message.
  */
 export const RenewClaimedWorkResponseSchema: GenMessage<RenewClaimedWorkResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 7);
+  messageDesc(file_planning_issues_v1_claim_support, 8);
 
 /**
  * @generated from message planning.issues.v1.EndClaimedWorkRequest
@@ -288,6 +325,14 @@ export type EndClaimedWorkRequest = Message<"planning.issues.v1.EndClaimedWorkRe
    * @generated from field: string start_by = 5;
    */
   startBy: string;
+
+  /**
+   * End the claim only if the task's mirror of it has expired (the sweeper's expiry: a claim
+   * whose mirror a completion cleared, or that the mirror still shows unexpired, is left alone).
+   *
+   * @generated from field: bool only_if_expired = 6;
+   */
+  onlyIfExpired: boolean;
 };
 
 /**
@@ -295,7 +340,7 @@ export type EndClaimedWorkRequest = Message<"planning.issues.v1.EndClaimedWorkRe
  * Use `create(EndClaimedWorkRequestSchema)` to create a new message.
  */
 export const EndClaimedWorkRequestSchema: GenMessage<EndClaimedWorkRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 8);
+  messageDesc(file_planning_issues_v1_claim_support, 9);
 
 /**
  * @generated from message planning.issues.v1.EndClaimedWorkResponse
@@ -321,7 +366,7 @@ export type EndClaimedWorkResponse = Message<"planning.issues.v1.EndClaimedWorkR
  * Use `create(EndClaimedWorkResponseSchema)` to create a new message.
  */
 export const EndClaimedWorkResponseSchema: GenMessage<EndClaimedWorkResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 9);
+  messageDesc(file_planning_issues_v1_claim_support, 10);
 
 /**
  * @generated from message planning.issues.v1.PostClaimStatusRequest
@@ -365,7 +410,7 @@ export type PostClaimStatusRequest = Message<"planning.issues.v1.PostClaimStatus
  * Use `create(PostClaimStatusRequestSchema)` to create a new message.
  */
 export const PostClaimStatusRequestSchema: GenMessage<PostClaimStatusRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 10);
+  messageDesc(file_planning_issues_v1_claim_support, 11);
 
 /**
  * @generated from message planning.issues.v1.PostClaimStatusResponse
@@ -387,7 +432,7 @@ export type PostClaimStatusResponse = Message<"planning.issues.v1.PostClaimStatu
  * Use `create(PostClaimStatusResponseSchema)` to create a new message.
  */
 export const PostClaimStatusResponseSchema: GenMessage<PostClaimStatusResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 11);
+  messageDesc(file_planning_issues_v1_claim_support, 12);
 
 /**
  * @generated from message planning.issues.v1.ExpiredClaim
@@ -419,7 +464,7 @@ export type ExpiredClaim = Message<"planning.issues.v1.ExpiredClaim"> & {
  * Use `create(ExpiredClaimSchema)` to create a new message.
  */
 export const ExpiredClaimSchema: GenMessage<ExpiredClaim> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 12);
+  messageDesc(file_planning_issues_v1_claim_support, 13);
 
 /**
  * @generated from message planning.issues.v1.ReleaseExpiredClaimsRequest
@@ -436,7 +481,7 @@ export type ReleaseExpiredClaimsRequest = Message<"planning.issues.v1.ReleaseExp
  * Use `create(ReleaseExpiredClaimsRequestSchema)` to create a new message.
  */
 export const ReleaseExpiredClaimsRequestSchema: GenMessage<ReleaseExpiredClaimsRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 13);
+  messageDesc(file_planning_issues_v1_claim_support, 14);
 
 /**
  * @generated from message planning.issues.v1.ReleaseExpiredClaimsResponse
@@ -453,7 +498,7 @@ export type ReleaseExpiredClaimsResponse = Message<"planning.issues.v1.ReleaseEx
  * Use `create(ReleaseExpiredClaimsResponseSchema)` to create a new message.
  */
 export const ReleaseExpiredClaimsResponseSchema: GenMessage<ReleaseExpiredClaimsResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 14);
+  messageDesc(file_planning_issues_v1_claim_support, 15);
 
 /**
  * @generated from message planning.issues.v1.ClaimedTask
@@ -480,7 +525,7 @@ export type ClaimedTask = Message<"planning.issues.v1.ClaimedTask"> & {
  * Use `create(ClaimedTaskSchema)` to create a new message.
  */
 export const ClaimedTaskSchema: GenMessage<ClaimedTask> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 15);
+  messageDesc(file_planning_issues_v1_claim_support, 16);
 
 /**
  * @generated from message planning.issues.v1.ListClaimedTasksRequest
@@ -504,7 +549,7 @@ export type ListClaimedTasksRequest = Message<"planning.issues.v1.ListClaimedTas
  * Use `create(ListClaimedTasksRequestSchema)` to create a new message.
  */
 export const ListClaimedTasksRequestSchema: GenMessage<ListClaimedTasksRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 16);
+  messageDesc(file_planning_issues_v1_claim_support, 17);
 
 /**
  * @generated from message planning.issues.v1.ListClaimedTasksResponse
@@ -528,7 +573,7 @@ export type ListClaimedTasksResponse = Message<"planning.issues.v1.ListClaimedTa
  * Use `create(ListClaimedTasksResponseSchema)` to create a new message.
  */
 export const ListClaimedTasksResponseSchema: GenMessage<ListClaimedTasksResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 17);
+  messageDesc(file_planning_issues_v1_claim_support, 18);
 
 /**
  * @generated from message planning.issues.v1.ReadyTask
@@ -552,7 +597,7 @@ export type ReadyTask = Message<"planning.issues.v1.ReadyTask"> & {
  * Use `create(ReadyTaskSchema)` to create a new message.
  */
 export const ReadyTaskSchema: GenMessage<ReadyTask> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 18);
+  messageDesc(file_planning_issues_v1_claim_support, 19);
 
 /**
  * @generated from message planning.issues.v1.ListReadyTasksRequest
@@ -591,7 +636,7 @@ export type ListReadyTasksRequest = Message<"planning.issues.v1.ListReadyTasksRe
  * Use `create(ListReadyTasksRequestSchema)` to create a new message.
  */
 export const ListReadyTasksRequestSchema: GenMessage<ListReadyTasksRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 19);
+  messageDesc(file_planning_issues_v1_claim_support, 20);
 
 /**
  * @generated from message planning.issues.v1.ListReadyTasksResponse
@@ -645,7 +690,7 @@ export type ListReadyTasksResponse = Message<"planning.issues.v1.ListReadyTasksR
  * Use `create(ListReadyTasksResponseSchema)` to create a new message.
  */
 export const ListReadyTasksResponseSchema: GenMessage<ListReadyTasksResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_claim_support, 20);
+  messageDesc(file_planning_issues_v1_claim_support, 21);
 
 /**
  * What the agents-claims service asks of the issues service, which owns tasks. A claimed task
@@ -653,7 +698,8 @@ export const ListReadyTasksResponseSchema: GenMessage<ListReadyTasksResponse> = 
  * checks agent writes against it, so an expired or replaced holder's write is refused here, where
  * the task is written. Only the agents-claims service (a system principal) calls the writing
  * methods; GetClaimTarget and ListReadyTasks also answer an agent's token for its own workspace.
- * The issues service never calls agents-claims: claims learn of status moves from events.
+ * Claims learn of status moves from events; the one call the issues service makes to
+ * agents-claims is ClaimService.CheckTaskWrites, the fence of agent writes.
  *
  * @generated from service planning.issues.v1.ClaimSupportService
  */

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file planning/issues/v1/tasks.proto.
  */
 export const file_planning_issues_v1_tasks: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wbGFubmluZy9pc3N1ZXMvdjEvdGFza3MucHJvdG8SEnBsYW5uaW5nLmlzc3Vlcy52MSJICg9BY2NlcHRhbmNlQ2hlY2sSCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSEQoEZG9uZRgDIAEoCEgAiAEBQgcKBV9kb25lIpIBChBUYXNrSW5zdHJ1Y3Rpb25zEhEKCW9iamVjdGl2ZRgBIAEoCRITCgtjb25zdHJhaW50cxgCIAMoCRIXCg9leHBlY3RlZF9vdXRwdXQYAyABKAkSFAoMdmVyaWZpY2F0aW9uGAQgAygJEhMKC3Blcm1pc3Npb25zGAUgAygJEhIKCmVzY2FsYXRpb24YBiABKAkikAEKCVRhc2tBZ2VudBIeChFhc3NpZ25lZF9hZ2VudF9pZBgBIAEoCUgAiAEBEhEKCXJlYWRpbmVzcxgCIAEoCRI6CgxpbnN0cnVjdGlvbnMYAyABKAsyJC5wbGFubmluZy5pc3N1ZXMudjEuVGFza0luc3RydWN0aW9uc0IUChJfYXNzaWduZWRfYWdlbnRfaWQisgUKBFRhc2sSCgoCaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEhIKCnByb2plY3RfaWQYAyABKAkSGQoMbWlsZXN0b25lX2lkGAQgASgJSACIAQESGgoNaW5pdGlhdGl2ZV9pZBgFIAEoCUgBiAEBEhYKCXBhcmVudF9pZBgGIAEoCUgCiAEBEg0KBXRpdGxlGAcgASgJEhMKC2Rlc2NyaXB0aW9uGAggASgJEg4KBnN0YXR1cxgJIAEoCRIQCghwcmlvcml0eRgKIAEoCRIOCgZsYWJlbHMYCyADKAkSFQoIZHVlX2RhdGUYDCABKAlIA4gBARIVCghlc3RpbWF0ZRgNIAEoAUgEiAEBEhQKDGRlcGVuZGVuY2llcxgOIAMoCRI+ChFhY2NlcHRhbmNlX2NoZWNrcxgPIAMoCzIjLnBsYW5uaW5nLmlzc3Vlcy52MS5BY2NlcHRhbmNlQ2hlY2sSLAoFYWdlbnQYECABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuVGFza0FnZW50EhIKCmNyZWF0ZWRfYXQYESABKAkSEgoKdXBkYXRlZF9hdBgSIAEoCRISCgpjcmVhdGVkX2J5GBMgASgJEg8KB3ZlcnNpb24YFCABKAUSHQoVb3Blbl9kZXBlbmRlbmN5X2NvdW50GBUgASgFEhcKD2RlcGVuZGVudF9jb3VudBgWIAEoBRIbChN0aW1lX2xvZ2dlZF9taW51dGVzGBcgASgFEhYKDmV2aWRlbmNlX2NvdW50GBggASgFEhgKEGxhc3RfYWN0aXZpdHlfYXQYGSABKAlCDwoNX21pbGVzdG9uZV9pZEIQCg5faW5pdGlhdGl2ZV9pZEIMCgpfcGFyZW50X2lkQgsKCV9kdWVfZGF0ZUILCglfZXN0aW1hdGUiKQoIUmVtaW5kZXISDAoEa2luZBgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIjEKClNhZmVBY3Rpb24SDgoGYWN0aW9uGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJIogCCgpUYXNrSGVhbHRoEhoKEmJsb2Nrc19hZ2VudF9jbGFpbRgBIAEoCBIPCgdyZWFzb25zGAIgAygJEjkKDmZpcnN0X3JlbWluZGVyGAMgASgLMhwucGxhbm5pbmcuaXNzdWVzLnYxLlJlbWluZGVySACIAQESLwoJcmVtaW5kZXJzGAQgAygLMhwucGxhbm5pbmcuaXNzdWVzLnYxLlJlbWluZGVyEjkKEXNhZmVfbmV4dF9hY3Rpb25zGAUgAygLMh4ucGxhbm5pbmcuaXNzdWVzLnYxLlNhZmVBY3Rpb24SEwoLbmV4dF9hY3Rpb24YBiABKAlCEQoPX2ZpcnN0X3JlbWluZGVyImIKCFRhc2tWaWV3EiYKBHRhc2sYASABKAsyGC5wbGFubmluZy5pc3N1ZXMudjEuVGFzaxIuCgZoZWFsdGgYAiABKAsyHi5wbGFubmluZy5pc3N1ZXMudjEuVGFza0hlYWx0aCI0CgdUYXNrUmVmEgoKAmlkGAEgASgJEg0KBXRpdGxlGAIgASgJEg4KBnN0YXR1cxgDIAEoCSJCCg5EZXBlbmRlbmN5RWRnZRIXCg9zb3VyY2VfaXNzdWVfaWQYASABKAkSFwoPdGFyZ2V0X2lzc3VlX2lkGAIgASgJIkQKD0RlcGVuZGVuY3lHcmFwaBIxCgVlZGdlcxgBIAMoCzIiLnBsYW5uaW5nLmlzc3Vlcy52MS5EZXBlbmRlbmN5RWRnZSJkCgtGaWVsZENoYW5nZRINCgVmaWVsZBgBIAEoCRIWCglmcm9tX2pzb24YAiABKAlIAIgBARIUCgd0b19qc29uGAMgASgJSAGIAQFCDAoKX2Zyb21fanNvbkIKCghfdG9fanNvbiIhCgVBY3RvchIMCgR0eXBlGAEgASgJEgoKAmlkGAIgASgJIp4BCghBY3Rpdml0eRIKCgJpZBgBIAEoCRIQCghpc3N1ZV9pZBgCIAEoCRIoCgVhY3RvchgDIAEoCzIZLnBsYW5uaW5nLmlzc3Vlcy52MS5BY3RvchIMCgRraW5kGAQgASgJEjAKB2NoYW5nZXMYBSADKAsyHy5wbGFubmluZy5pc3N1ZXMudjEuRmllbGRDaGFuZ2USCgoCYXQYBiABKAkiHAoKU3RyaW5nTGlzdBIOCgZ2YWx1ZXMYASADKAkiSgoTQWNjZXB0YW5jZUNoZWNrTGlzdBIzCgZjaGVja3MYASADKAsyIy5wbGFubmluZy5pc3N1ZXMudjEuQWNjZXB0YW5jZUNoZWNrIrMCChFJbnN0cnVjdGlvbnNQYXRjaBIWCglvYmplY3RpdmUYASABKAlIAIgBARIzCgtjb25zdHJhaW50cxgCIAEoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5TdHJpbmdMaXN0EhwKD2V4cGVjdGVkX291dHB1dBgDIAEoCUgBiAEBEjQKDHZlcmlmaWNhdGlvbhgEIAEoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5TdHJpbmdMaXN0EjMKC3Blcm1pc3Npb25zGAUgASgLMh4ucGxhbm5pbmcuaXNzdWVzLnYxLlN0cmluZ0xpc3QSFwoKZXNjYWxhdGlvbhgGIAEoCUgCiAEBQgwKCl9vYmplY3RpdmVCEgoQX2V4cGVjdGVkX291dHB1dEINCgtfZXNjYWxhdGlvbiK9BQoJVGFza1BhdGNoEhIKBXRpdGxlGAEgASgJSACIAQESGAoLZGVzY3JpcHRpb24YAiABKAlIAYgBARITCgZzdGF0dXMYAyABKAlIAogBARIVCghwcmlvcml0eRgEIAEoCUgDiAEBEi4KBmxhYmVscxgFIAEoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5TdHJpbmdMaXN0EhIKCmFkZF9sYWJlbHMYBiADKAkSFQoNcmVtb3ZlX2xhYmVscxgHIAMoCRIZCgxtaWxlc3RvbmVfaWQYCCABKAlIBIgBARIaCg1pbml0aWF0aXZlX2lkGAkgASgJSAWIAQESFgoJcGFyZW50X2lkGAogASgJSAaIAQESFQoIZHVlX2RhdGUYCyABKAlIB4gBARIVCghlc3RpbWF0ZRgMIAEoAUgIiAEBEjQKDGRlcGVuZGVuY2llcxgNIAEoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5TdHJpbmdMaXN0EkIKEWFjY2VwdGFuY2VfY2hlY2tzGA4gASgLMicucGxhbm5pbmcuaXNzdWVzLnYxLkFjY2VwdGFuY2VDaGVja0xpc3QSHgoRYXNzaWduZWRfYWdlbnRfaWQYDyABKAlICYgBARI7CgxpbnN0cnVjdGlvbnMYECABKAsyJS5wbGFubmluZy5pc3N1ZXMudjEuSW5zdHJ1Y3Rpb25zUGF0Y2gSFAoMY2xlYXJfZmllbGRzGBEgAygJQggKBl90aXRsZUIOCgxfZGVzY3JpcHRpb25CCQoHX3N0YXR1c0ILCglfcHJpb3JpdHlCDwoNX21pbGVzdG9uZV9pZEIQCg5faW5pdGlhdGl2ZV9pZEIMCgpfcGFyZW50X2lkQgsKCV9kdWVfZGF0ZUILCglfZXN0aW1hdGVCFAoSX2Fzc2lnbmVkX2FnZW50X2lkIvAEChFDcmVhdGVUYXNrUmVxdWVzdBIZCgx3b3Jrc3BhY2VfaWQYASABKAlIAIgBARISCgpwcm9qZWN0X2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSAGIAQESEwoGc3RhdHVzGAUgASgJSAKIAQESFQoIcHJpb3JpdHkYBiABKAlIA4gBARIOCgZsYWJlbHMYByADKAkSGQoMbWlsZXN0b25lX2lkGAggASgJSASIAQESGgoNaW5pdGlhdGl2ZV9pZBgJIAEoCUgFiAEBEhYKCXBhcmVudF9pZBgKIAEoCUgGiAEBEhUKCGR1ZV9kYXRlGAsgASgJSAeIAQESFQoIZXN0aW1hdGUYDCABKAFICIgBARIUCgxkZXBlbmRlbmNpZXMYDSADKAkSPgoRYWNjZXB0YW5jZV9jaGVja3MYDiADKAsyIy5wbGFubmluZy5pc3N1ZXMudjEuQWNjZXB0YW5jZUNoZWNrEh4KEWFzc2lnbmVkX2FnZW50X2lkGA8gASgJSAmIAQESOgoMaW5zdHJ1Y3Rpb25zGBAgASgLMiQucGxhbm5pbmcuaXNzdWVzLnYxLlRhc2tJbnN0cnVjdGlvbnNCDwoNX3dvcmtzcGFjZV9pZEIOCgxfZGVzY3JpcHRpb25CCQoHX3N0YXR1c0ILCglfcHJpb3JpdHlCDwoNX21pbGVzdG9uZV9pZEIQCg5faW5pdGlhdGl2ZV9pZEIMCgpfcGFyZW50X2lkQgsKCV9kdWVfZGF0ZUILCglfZXN0aW1hdGVCFAoSX2Fzc2lnbmVkX2FnZW50X2lkIkAKEkNyZWF0ZVRhc2tSZXNwb25zZRIqCgR0YXNrGAEgASgLMhwucGxhbm5pbmcuaXNzdWVzLnYxLlRhc2tWaWV3IhwKDkdldFRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJInEKB0NvbW1lbnQSCgoCaWQYASABKAkSEAoIaXNzdWVfaWQYAiABKAkSEQoJYXV0aG9yX2lkGAMgASgJEhMKC2F1dGhvcl90eXBlGAQgASgJEgwKBGJvZHkYBSABKAkSEgoKY3JlYXRlZF9hdBgGIAEoCSJtCglUaW1lRW50cnkSCgoCaWQYASABKAkSEAoIaXNzdWVfaWQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDwoHbWludXRlcxgEIAEoBRIMCgRub3RlGAUgASgJEhEKCWxvZ2dlZF9hdBgGIAEoCSLHAQoIRXZpZGVuY2USCgoCaWQYASABKAkSEAoIaXNzdWVfaWQYAiABKAkSDAoEa2luZBgDIAEoCRINCgV0aXRsZRgEIAEoCRIQCgN1cmwYBSABKAlIAIgBARIRCgRib2R5GAYgASgJSAGIAQESFQoIY2hlY2tfaWQYByABKAlIAogBARISCgpjcmVhdGVkX2J5GAggASgJEhIKCmNyZWF0ZWRfYXQYCSABKAlCBgoEX3VybEIHCgVfYm9keUILCglfY2hlY2tfaWQi8AEKCEFwcHJvdmFsEgoKAmlkGAEgASgJEhAKCGlzc3VlX2lkGAIgASgJEhQKDHJlcXVlc3RlZF9ieRgDIAEoCRIOCgZyZWFzb24YBCABKAkSDgoGc3RhdHVzGAUgASgJEhcKCmRlY2lkZWRfYnkYBiABKAlIAIgBARIXCgpkZWNpZGVkX2F0GAcgASgJSAGIAQESGgoNZGVjaXNpb25fbm90ZRgIIAEoCUgCiAEBEhIKCmNyZWF0ZWRfYXQYCSABKAlCDQoLX2RlY2lkZWRfYnlCDQoLX2RlY2lkZWRfYXRCEAoOX2RlY2lzaW9uX25vdGUizwMKD0dldFRhc2tSZXNwb25zZRIqCgR0YXNrGAEgASgLMhwucGxhbm5pbmcuaXNzdWVzLnYxLlRhc2tWaWV3Ei0KCGNvbW1lbnRzGAIgAygLMhsucGxhbm5pbmcuaXNzdWVzLnYxLkNvbW1lbnQSFQoNY29tbWVudF9jb3VudBgDIAEoBRIuCghhY3Rpdml0eRgEIAMoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5BY3Rpdml0eRIWCg5hY3Rpdml0eV9jb3VudBgFIAEoBRIuCghldmlkZW5jZRgGIAMoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5FdmlkZW5jZRIvCglhcHByb3ZhbHMYByADKAsyHC5wbGFubmluZy5pc3N1ZXMudjEuQXBwcm92YWwSMQoMZGVwZW5kZW5jaWVzGAggAygLMhsucGxhbm5pbmcuaXNzdWVzLnYxLlRhc2tSZWYSLwoKZGVwZW5kZW50cxgJIAMoCzIbLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrUmVmEj0KEGRlcGVuZGVuY3lfZ3JhcGgYCiABKAsyIy5wbGFubmluZy5pc3N1ZXMudjEuRGVwZW5kZW5jeUdyYXBoIq8BChFVcGRhdGVUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCRIsCgVwYXRjaBgCIAEoCzIdLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrUGF0Y2gSHQoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoBUgAiAEBEhoKDWZlbmNpbmdfdG9rZW4YBCABKAVIAYgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbkIQCg5fZmVuY2luZ190b2tlbiJYChJVcGRhdGVUYXNrUmVzcG9uc2USKgoEdGFzaxgBIAEoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrVmlldxIWCg5jaGFuZ2VkX2ZpZWxkcxgCIAMoCSK8BAoSU2VhcmNoVGFza3NSZXF1ZXN0EhkKDHdvcmtzcGFjZV9pZBgBIAEoCUgAiAEBEhcKCnByb2plY3RfaWQYAiABKAlIAYgBARIZCgxtaWxlc3RvbmVfaWQYAyABKAlIAogBARIOCgZzdGF0dXMYBCADKAkSEAoIcHJpb3JpdHkYBSADKAkSDgoGbGFiZWxzGAYgAygJEh4KEWFzc2lnbmVkX2FnZW50X2lkGAcgASgJSAOIAQESHQoQZGVwZW5kZW5jeV9zdGF0ZRgIIAEoCUgEiAEBEg4KAXEYCSABKAlIBYgBARIRCgRzb3J0GAogASgJSAaIAQESFgoJZGlyZWN0aW9uGAsgASgJSAeIAQESIAoYaW5jbHVkZV9kZXBlbmRlbmN5X2dyYXBoGAwgASgIEhIKBWxpbWl0GA0gASgFSAiIAQESEwoGY3Vyc29yGA4gASgJSAmIAQESGgoNaW5pdGlhdGl2ZV9pZBgPIAEoCUgKiAEBEhYKCXBhcmVudF9pZBgQIAEoCUgLiAEBQg8KDV93b3Jrc3BhY2VfaWRCDQoLX3Byb2plY3RfaWRCDwoNX21pbGVzdG9uZV9pZEIUChJfYXNzaWduZWRfYWdlbnRfaWRCEwoRX2RlcGVuZGVuY3lfc3RhdGVCBAoCX3FCBwoFX3NvcnRCDAoKX2RpcmVjdGlvbkIICgZfbGltaXRCCQoHX2N1cnNvckIQCg5faW5pdGlhdGl2ZV9pZEIMCgpfcGFyZW50X2lkIqsBChNTZWFyY2hUYXNrc1Jlc3BvbnNlEisKBXRhc2tzGAEgAygLMhwucGxhbm5pbmcuaXNzdWVzLnYxLlRhc2tWaWV3Ej0KEGRlcGVuZGVuY3lfZ3JhcGgYAiABKAsyIy5wbGFubmluZy5pc3N1ZXMudjEuRGVwZW5kZW5jeUdyYXBoEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIm4KCEJ1bGtQbGFuEhcKD3JlcXVlc3RlZF9jb3VudBgBIAEoBRIUCgx0YXJnZXRfY291bnQYAiABKAUSFQoNc2tpcHBlZF9jb3VudBgDIAEoBRIcChRjaGFuZ2VkX2ZpZWxkX2xhYmVscxgEIAMoCSJnChZCdWxrVXBkYXRlVGFza3NSZXF1ZXN0EhEKCWlzc3VlX2lkcxgBIAMoCRIMCgRtb2RlGAIgASgJEiwKBXBhdGNoGAMgASgLMh0ucGxhbm5pbmcuaXNzdWVzLnYxLlRhc2tQYXRjaCK8AQoXQnVsa1VwZGF0ZVRhc2tzUmVzcG9uc2USKgoEcGxhbhgBIAEoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5CdWxrUGxhbhI0Cg51cGRhdGVkX2lzc3VlcxgCIAMoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrVmlldxIuCghhY3Rpdml0eRgDIAMoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5BY3Rpdml0eRIPCgdhcHBsaWVkGAQgASgIIiwKDENvbXBsZXRlbmVzcxINCgVyZWFkeRgBIAEoCBINCgVzY29yZRgCIAEoASKSAgoMVGFza0NvbnRyYWN0EhAKCGlzc3VlX2lkGAEgASgJEgwKBGdvYWwYAiABKAkSEwoLY29uc3RyYWludHMYAyADKAkSFwoPZXhwZWN0ZWRfb3V0cHV0GAQgASgJEhQKDHZlcmlmaWNhdGlvbhgFIAMoCRITCgtwZXJtaXNzaW9ucxgGIAMoCRISCgplc2NhbGF0aW9uGAcgASgJEjYKDGNvbXBsZXRlbmVzcxgIIAEoCzIgLnBsYW5uaW5nLmlzc3Vlcy52MS5Db21wbGV0ZW5lc3MSGAoQbWlzc2luZ19zZWN0aW9ucxgJIAMoCRIPCgd2ZXJzaW9uGAogASgFEhIKCnVwZGF0ZWRfYXQYCyABKAkiKgoWR2V0VGFza0NvbnRyYWN0UmVxdWVzdBIQCghpc3N1ZV9pZBgBIAEoCSJvChdHZXRUYXNrQ29udHJhY3RSZXNwb25zZRIQCghpc3N1ZV9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSMgoIY29udHJhY3QYAyABKAsyIC5wbGFubmluZy5pc3N1ZXMudjEuVGFza0NvbnRyYWN0Ip4BChlVcGRhdGVUYXNrQ29udHJhY3RSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEjsKDGluc3RydWN0aW9ucxgCIAEoCzIlLnBsYW5uaW5nLmlzc3Vlcy52MS5JbnN0cnVjdGlvbnNQYXRjaBIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgFSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24ijAEKGlVwZGF0ZVRhc2tDb250cmFjdFJlc3BvbnNlEhAKCGlzc3VlX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIyCghjb250cmFjdBgDIAEoCzIgLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrQ29udHJhY3QSGAoQY2hhbmdlZF9zZWN0aW9ucxgEIAMoCSL4AQoNVGFza1JlbWluZGVycxIQCghpc3N1ZV9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEAoIcHJpb3JpdHkYBCABKAkSFQoIZHVlX2RhdGUYBSABKAlIAIgBARIvCglyZW1pbmRlcnMYBiADKAsyHC5wbGFubmluZy5pc3N1ZXMudjEuUmVtaW5kZXISOQoRc2FmZV9uZXh0X2FjdGlvbnMYByADKAsyHi5wbGFubmluZy5pc3N1ZXMudjEuU2FmZUFjdGlvbhIUCgx3b3Jrc3BhY2VfaWQYCCABKAlCCwoJX2R1ZV9kYXRlIu0BChRMaXN0UmVtaW5kZXJzUmVxdWVzdBIZCgx3b3Jrc3BhY2VfaWQYASABKAlIAIgBARIXCgpwcm9qZWN0X2lkGAIgASgJSAGIAQESHgoRYXNzaWduZWRfYWdlbnRfaWQYAyABKAlIAogBARINCgVraW5kcxgEIAMoCRISCgVsaW1pdBgFIAEoBUgDiAEBEhMKBmN1cnNvchgGIAEoCUgEiAEBQg8KDV93b3Jrc3BhY2VfaWRCDQoLX3Byb2plY3RfaWRCFAoSX2Fzc2lnbmVkX2FnZW50X2lkQggKBl9saW1pdEIJCgdfY3Vyc29yInMKFUxpc3RSZW1pbmRlcnNSZXNwb25zZRIwCgVpdGVtcxgBIAMoCzIhLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrUmVtaW5kZXJzEhgKC25leHRfY3Vyc29yGAIgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIjMKGkdldFByb2R1Y3RSZWFkaW5lc3NSZXF1ZXN0EhUKDXdvcmtzcGFjZV9pZHMYASADKAkiLAoJTmV4dFByb29mEgoKAmlkGAEgASgJEhMKC25leHRfYWN0aW9uGAIgASgJIlAKDUxhdW5jaFN1bW1hcnkSIwobcHVibGljX2xhdW5jaF9ibG9ja2VyX2NvdW50GAEgASgFEhoKEnByb29mX3BhY2tldF9jb3VudBgCIAEoBSKVAQoLTGF1bmNoUHJvb2YSHwoXcmVhZHlfZm9yX3B1YmxpY19sYXVuY2gYASABKAgSMQoKbmV4dF9wcm9vZhgCIAEoCzIdLnBsYW5uaW5nLmlzc3Vlcy52MS5OZXh0UHJvb2YSMgoHc3VtbWFyeRgDIAEoCzIhLnBsYW5uaW5nLmlzc3Vlcy52MS5MYXVuY2hTdW1tYXJ5IkQKDkltcGxlbWVudGF0aW9uEhoKEmNvbXBsZXRpb25fcGVyY2VudBgBIAEoBRIWCg52ZXJpZmllZF9jb3VudBgCIAEoBSKQAQobR2V0UHJvZHVjdFJlYWRpbmVzc1Jlc3BvbnNlEjoKDmltcGxlbWVudGF0aW9uGAEgASgLMiIucGxhbm5pbmcuaXNzdWVzLnYxLkltcGxlbWVudGF0aW9uEjUKDGxhdW5jaF9wcm9vZhgCIAEoCzIfLnBsYW5uaW5nLmlzc3Vlcy52MS5MYXVuY2hQcm9vZjKmBwoLVGFza1NlcnZpY2USWwoKQ3JlYXRlVGFzaxIlLnBsYW5uaW5nLmlzc3Vlcy52MS5DcmVhdGVUYXNrUmVxdWVzdBomLnBsYW5uaW5nLmlzc3Vlcy52MS5DcmVhdGVUYXNrUmVzcG9uc2USUgoHR2V0VGFzaxIiLnBsYW5uaW5nLmlzc3Vlcy52MS5HZXRUYXNrUmVxdWVzdBojLnBsYW5uaW5nLmlzc3Vlcy52MS5HZXRUYXNrUmVzcG9uc2USWwoKVXBkYXRlVGFzaxIlLnBsYW5uaW5nLmlzc3Vlcy52MS5VcGRhdGVUYXNrUmVxdWVzdBomLnBsYW5uaW5nLmlzc3Vlcy52MS5VcGRhdGVUYXNrUmVzcG9uc2USXgoLU2VhcmNoVGFza3MSJi5wbGFubmluZy5pc3N1ZXMudjEuU2VhcmNoVGFza3NSZXF1ZXN0GicucGxhbm5pbmcuaXNzdWVzLnYxLlNlYXJjaFRhc2tzUmVzcG9uc2USagoPQnVsa1VwZGF0ZVRhc2tzEioucGxhbm5pbmcuaXNzdWVzLnYxLkJ1bGtVcGRhdGVUYXNrc1JlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuQnVsa1VwZGF0ZVRhc2tzUmVzcG9uc2USagoPR2V0VGFza0NvbnRyYWN0EioucGxhbm5pbmcuaXNzdWVzLnYxLkdldFRhc2tDb250cmFjdFJlcXVlc3QaKy5wbGFubmluZy5pc3N1ZXMudjEuR2V0VGFza0NvbnRyYWN0UmVzcG9uc2UScwoSVXBkYXRlVGFza0NvbnRyYWN0Ei0ucGxhbm5pbmcuaXNzdWVzLnYxLlVwZGF0ZVRhc2tDb250cmFjdFJlcXVlc3QaLi5wbGFubmluZy5pc3N1ZXMudjEuVXBkYXRlVGFza0NvbnRyYWN0UmVzcG9uc2USZAoNTGlzdFJlbWluZGVycxIoLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0UmVtaW5kZXJzUmVxdWVzdBopLnBsYW5uaW5nLmlzc3Vlcy52MS5MaXN0UmVtaW5kZXJzUmVzcG9uc2USdgoTR2V0UHJvZHVjdFJlYWRpbmVzcxIuLnBsYW5uaW5nLmlzc3Vlcy52MS5HZXRQcm9kdWN0UmVhZGluZXNzUmVxdWVzdBovLnBsYW5uaW5nLmlzc3Vlcy52MS5HZXRQcm9kdWN0UmVhZGluZXNzUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("Ch5wbGFubmluZy9pc3N1ZXMvdjEvdGFza3MucHJvdG8SEnBsYW5uaW5nLmlzc3Vlcy52MSJICg9BY2NlcHRhbmNlQ2hlY2sSCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSEQoEZG9uZRgDIAEoCEgAiAEBQgcKBV9kb25lIpIBChBUYXNrSW5zdHJ1Y3Rpb25zEhEKCW9iamVjdGl2ZRgBIAEoCRITCgtjb25zdHJhaW50cxgCIAMoCRIXCg9leHBlY3RlZF9vdXRwdXQYAyABKAkSFAoMdmVyaWZpY2F0aW9uGAQgAygJEhMKC3Blcm1pc3Npb25zGAUgAygJEhIKCmVzY2FsYXRpb24YBiABKAkikAEKCVRhc2tBZ2VudBIeChFhc3NpZ25lZF9hZ2VudF9pZBgBIAEoCUgAiAEBEhEKCXJlYWRpbmVzcxgCIAEoCRI6CgxpbnN0cnVjdGlvbnMYAyABKAsyJC5wbGFubmluZy5pc3N1ZXMudjEuVGFza0luc3RydWN0aW9uc0IUChJfYXNzaWduZWRfYWdlbnRfaWQiowYKBFRhc2sSCgoCaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEhIKCnByb2plY3RfaWQYAyABKAkSGQoMbWlsZXN0b25lX2lkGAQgASgJSACIAQESGgoNaW5pdGlhdGl2ZV9pZBgFIAEoCUgBiAEBEhYKCXBhcmVudF9pZBgGIAEoCUgCiAEBEg0KBXRpdGxlGAcgASgJEhMKC2Rlc2NyaXB0aW9uGAggASgJEg4KBnN0YXR1cxgJIAEoCRIQCghwcmlvcml0eRgKIAEoCRIOCgZsYWJlbHMYCyADKAkSFQoIZHVlX2RhdGUYDCABKAlIA4gBARIVCghlc3RpbWF0ZRgNIAEoAUgEiAEBEhQKDGRlcGVuZGVuY2llcxgOIAMoCRI+ChFhY2NlcHRhbmNlX2NoZWNrcxgPIAMoCzIjLnBsYW5uaW5nLmlzc3Vlcy52MS5BY2NlcHRhbmNlQ2hlY2sSLAoFYWdlbnQYECABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuVGFza0FnZW50EhIKCmNyZWF0ZWRfYXQYESABKAkSEgoKdXBkYXRlZF9hdBgSIAEoCRISCgpjcmVhdGVkX2J5GBMgASgJEg8KB3ZlcnNpb24YFCABKAUSHQoVb3Blbl9kZXBlbmRlbmN5X2NvdW50GBUgASgFEhcKD2RlcGVuZGVudF9jb3VudBgWIAEoBRIbChN0aW1lX2xvZ2dlZF9taW51dGVzGBcgASgFEhYKDmV2aWRlbmNlX2NvdW50GBggASgFEhgKEGxhc3RfYWN0aXZpdHlfYXQYGSABKAkSMwoJYXBwcm92YWxzGBogAygLMiAucGxhbm5pbmcuaXNzdWVzLnYxLkFwcHJvdmFsR2F0ZRIxCgRkb25lGBsgASgLMh4ucGxhbm5pbmcuaXNzdWVzLnYxLkRvbmVTdGF0dXNIBYgBAUIPCg1fbWlsZXN0b25lX2lkQhAKDl9pbml0aWF0aXZlX2lkQgwKCl9wYXJlbnRfaWRCCwoJX2R1ZV9kYXRlQgsKCV9lc3RpbWF0ZUIHCgVfZG9uZSKoAQoMQXBwcm92YWxHYXRlEgoKAmlkGAEgASgJEhQKDGFwcHJvdmFsX2ZvchgCIAEoCRIOCgZzdGF0dXMYAyABKAkSFAoMcmVxdWVzdGVkX2J5GAQgASgJEhQKDHJlcXVlc3RlZF9hdBgFIAEoCRISCgpleHBpcmVzX2F0GAYgASgJEhcKCmRlY2lkZWRfYXQYByABKAlIAIgBAUINCgtfZGVjaWRlZF9hdCKtAQoKRG9uZVN0YXR1cxIQCghyZXF1aXJlcxgBIAEoCRIMCgRnYXRlGAIgASgJEhkKEW1pc3NpbmdfY2hlY2tfaWRzGAMgAygJEhgKEGV2aWRlbmNlZF9jaGVja3MYBCABKAUSEAoIYXBwcm92YWwYBSABKAkSDQoFcmVhZHkYBiABKAgSEQoJbmV4dF9zdGVwGAcgASgJEhYKDmV2aWRlbmNlX2NvdW50GAggASgFIikKCFJlbWluZGVyEgwKBGtpbmQYASABKAkSDwoHbWVzc2FnZRgCIAEoCSIxCgpTYWZlQWN0aW9uEg4KBmFjdGlvbhgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCSKIAgoKVGFza0hlYWx0aBIaChJibG9ja3NfYWdlbnRfY2xhaW0YASABKAgSDwoHcmVhc29ucxgCIAMoCRI5Cg5maXJzdF9yZW1pbmRlchgDIAEoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5SZW1pbmRlckgAiAEBEi8KCXJlbWluZGVycxgEIAMoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5SZW1pbmRlchI5ChFzYWZlX25leHRfYWN0aW9ucxgFIAMoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5TYWZlQWN0aW9uEhMKC25leHRfYWN0aW9uGAYgASgJQhEKD19maXJzdF9yZW1pbmRlciJiCghUYXNrVmlldxImCgR0YXNrGAEgASgLMhgucGxhbm5pbmcuaXNzdWVzLnYxLlRhc2sSLgoGaGVhbHRoGAIgASgLMh4ucGxhbm5pbmcuaXNzdWVzLnYxLlRhc2tIZWFsdGgiNAoHVGFza1JlZhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkiQgoORGVwZW5kZW5jeUVkZ2USFwoPc291cmNlX2lzc3VlX2lkGAEgASgJEhcKD3RhcmdldF9pc3N1ZV9pZBgCIAEoCSJECg9EZXBlbmRlbmN5R3JhcGgSMQoFZWRnZXMYASADKAsyIi5wbGFubmluZy5pc3N1ZXMudjEuRGVwZW5kZW5jeUVkZ2UiZAoLRmllbGRDaGFuZ2USDQoFZmllbGQYASABKAkSFgoJZnJvbV9qc29uGAIgASgJSACIAQESFAoHdG9fanNvbhgDIAEoCUgBiAEBQgwKCl9mcm9tX2pzb25CCgoIX3RvX2pzb24iIQoFQWN0b3ISDAoEdHlwZRgBIAEoCRIKCgJpZBgCIAEoCSKeAQoIQWN0aXZpdHkSCgoCaWQYASABKAkSEAoIaXNzdWVfaWQYAiABKAkSKAoFYWN0b3IYAyABKAsyGS5wbGFubmluZy5pc3N1ZXMudjEuQWN0b3ISDAoEa2luZBgEIAEoCRIwCgdjaGFuZ2VzGAUgAygLMh8ucGxhbm5pbmcuaXNzdWVzLnYxLkZpZWxkQ2hhbmdlEgoKAmF0GAYgASgJIhwKClN0cmluZ0xpc3QSDgoGdmFsdWVzGAEgAygJIkoKE0FjY2VwdGFuY2VDaGVja0xpc3QSMwoGY2hlY2tzGAEgAygLMiMucGxhbm5pbmcuaXNzdWVzLnYxLkFjY2VwdGFuY2VDaGVjayKzAgoRSW5zdHJ1Y3Rpb25zUGF0Y2gSFgoJb2JqZWN0aXZlGAEgASgJSACIAQESMwoLY29uc3RyYWludHMYAiABKAsyHi5wbGFubmluZy5pc3N1ZXMudjEuU3RyaW5nTGlzdBIcCg9leHBlY3RlZF9vdXRwdXQYAyABKAlIAYgBARI0Cgx2ZXJpZmljYXRpb24YBCABKAsyHi5wbGFubmluZy5pc3N1ZXMudjEuU3RyaW5nTGlzdBIzCgtwZXJtaXNzaW9ucxgFIAEoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5TdHJpbmdMaXN0EhcKCmVzY2FsYXRpb24YBiABKAlIAogBAUIMCgpfb2JqZWN0aXZlQhIKEF9leHBlY3RlZF9vdXRwdXRCDQoLX2VzY2FsYXRpb24ivQUKCVRhc2tQYXRjaBISCgV0aXRsZRgBIAEoCUgAiAEBEhgKC2Rlc2NyaXB0aW9uGAIgASgJSAGIAQESEwoGc3RhdHVzGAMgASgJSAKIAQESFQoIcHJpb3JpdHkYBCABKAlIA4gBARIuCgZsYWJlbHMYBSABKAsyHi5wbGFubmluZy5pc3N1ZXMudjEuU3RyaW5nTGlzdBISCgphZGRfbGFiZWxzGAYgAygJEhUKDXJlbW92ZV9sYWJlbHMYByADKAkSGQoMbWlsZXN0b25lX2lkGAggASgJSASIAQESGgoNaW5pdGlhdGl2ZV9pZBgJIAEoCUgFiAEBEhYKCXBhcmVudF9pZBgKIAEoCUgGiAEBEhUKCGR1ZV9kYXRlGAsgASgJSAeIAQESFQoIZXN0aW1hdGUYDCABKAFICIgBARI0CgxkZXBlbmRlbmNpZXMYDSABKAsyHi5wbGFubmluZy5pc3N1ZXMudjEuU3RyaW5nTGlzdBJCChFhY2NlcHRhbmNlX2NoZWNrcxgOIAEoCzInLnBsYW5uaW5nLmlzc3Vlcy52MS5BY2NlcHRhbmNlQ2hlY2tMaXN0Eh4KEWFzc2lnbmVkX2FnZW50X2lkGA8gASgJSAmIAQESOwoMaW5zdHJ1Y3Rpb25zGBAgASgLMiUucGxhbm5pbmcuaXNzdWVzLnYxLkluc3RydWN0aW9uc1BhdGNoEhQKDGNsZWFyX2ZpZWxkcxgRIAMoCUIICgZfdGl0bGVCDgoMX2Rlc2NyaXB0aW9uQgkKB19zdGF0dXNCCwoJX3ByaW9yaXR5Qg8KDV9taWxlc3RvbmVfaWRCEAoOX2luaXRpYXRpdmVfaWRCDAoKX3BhcmVudF9pZEILCglfZHVlX2RhdGVCCwoJX2VzdGltYXRlQhQKEl9hc3NpZ25lZF9hZ2VudF9pZCLwBAoRQ3JlYXRlVGFza1JlcXVlc3QSGQoMd29ya3NwYWNlX2lkGAEgASgJSACIAQESEgoKcHJvamVjdF9pZBgCIAEoCRINCgV0aXRsZRgDIAEoCRIYCgtkZXNjcmlwdGlvbhgEIAEoCUgBiAEBEhMKBnN0YXR1cxgFIAEoCUgCiAEBEhUKCHByaW9yaXR5GAYgASgJSAOIAQESDgoGbGFiZWxzGAcgAygJEhkKDG1pbGVzdG9uZV9pZBgIIAEoCUgEiAEBEhoKDWluaXRpYXRpdmVfaWQYCSABKAlIBYgBARIWCglwYXJlbnRfaWQYCiABKAlIBogBARIVCghkdWVfZGF0ZRgLIAEoCUgHiAEBEhUKCGVzdGltYXRlGAwgASgBSAiIAQESFAoMZGVwZW5kZW5jaWVzGA0gAygJEj4KEWFjY2VwdGFuY2VfY2hlY2tzGA4gAygLMiMucGxhbm5pbmcuaXNzdWVzLnYxLkFjY2VwdGFuY2VDaGVjaxIeChFhc3NpZ25lZF9hZ2VudF9pZBgPIAEoCUgJiAEBEjoKDGluc3RydWN0aW9ucxgQIAEoCzIkLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrSW5zdHJ1Y3Rpb25zQg8KDV93b3Jrc3BhY2VfaWRCDgoMX2Rlc2NyaXB0aW9uQgkKB19zdGF0dXNCCwoJX3ByaW9yaXR5Qg8KDV9taWxlc3RvbmVfaWRCEAoOX2luaXRpYXRpdmVfaWRCDAoKX3BhcmVudF9pZEILCglfZHVlX2RhdGVCCwoJX2VzdGltYXRlQhQKEl9hc3NpZ25lZF9hZ2VudF9pZCJAChJDcmVhdGVUYXNrUmVzcG9uc2USKgoEdGFzaxgBIAEoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrVmlldyIcCg5HZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSJxCgdDb21tZW50EgoKAmlkGAEgASgJEhAKCGlzc3VlX2lkGAIgASgJEhEKCWF1dGhvcl9pZBgDIAEoCRITCgthdXRob3JfdHlwZRgEIAEoCRIMCgRib2R5GAUgASgJEhIKCmNyZWF0ZWRfYXQYBiABKAkibQoJVGltZUVudHJ5EgoKAmlkGAEgASgJEhAKCGlzc3VlX2lkGAIgASgJEhAKCGFjdG9yX2lkGAMgASgJEg8KB21pbnV0ZXMYBCABKAUSDAoEbm90ZRgFIAEoCRIRCglsb2dnZWRfYXQYBiABKAkixwEKCEV2aWRlbmNlEgoKAmlkGAEgASgJEhAKCGlzc3VlX2lkGAIgASgJEgwKBGtpbmQYAyABKAkSDQoFdGl0bGUYBCABKAkSEAoDdXJsGAUgASgJSACIAQESEQoEYm9keRgGIAEoCUgBiAEBEhUKCGNoZWNrX2lkGAcgASgJSAKIAQESEgoKY3JlYXRlZF9ieRgIIAEoCRISCgpjcmVhdGVkX2F0GAkgASgJQgYKBF91cmxCBwoFX2JvZHlCCwoJX2NoZWNrX2lkIpoCCghBcHByb3ZhbBIKCgJpZBgBIAEoCRIQCghpc3N1ZV9pZBgCIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYAyABKAkSDgoGcmVhc29uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIXCgpkZWNpZGVkX2J5GAYgASgJSACIAQESFwoKZGVjaWRlZF9hdBgHIAEoCUgBiAEBEhoKDWRlY2lzaW9uX25vdGUYCCABKAlIAogBARISCgpjcmVhdGVkX2F0GAkgASgJEhQKDGFwcHJvdmFsX2ZvchgKIAEoCRISCgpleHBpcmVzX2F0GAsgASgJQg0KC19kZWNpZGVkX2J5Qg0KC19kZWNpZGVkX2F0QhAKDl9kZWNpc2lvbl9ub3RlIs8DCg9HZXRUYXNrUmVzcG9uc2USKgoEdGFzaxgBIAEoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrVmlldxItCghjb21tZW50cxgCIAMoCzIbLnBsYW5uaW5nLmlzc3Vlcy52MS5Db21tZW50EhUKDWNvbW1lbnRfY291bnQYAyABKAUSLgoIYWN0aXZpdHkYBCADKAsyHC5wbGFubmluZy5pc3N1ZXMudjEuQWN0aXZpdHkSFgoOYWN0aXZpdHlfY291bnQYBSABKAUSLgoIZXZpZGVuY2UYBiADKAsyHC5wbGFubmluZy5pc3N1ZXMudjEuRXZpZGVuY2USLwoJYXBwcm92YWxzGAcgAygLMhwucGxhbm5pbmcuaXNzdWVzLnYxLkFwcHJvdmFsEjEKDGRlcGVuZGVuY2llcxgIIAMoCzIbLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrUmVmEi8KCmRlcGVuZGVudHMYCSADKAsyGy5wbGFubmluZy5pc3N1ZXMudjEuVGFza1JlZhI9ChBkZXBlbmRlbmN5X2dyYXBoGAogASgLMiMucGxhbm5pbmcuaXNzdWVzLnYxLkRlcGVuZGVuY3lHcmFwaCL1AQoRVXBkYXRlVGFza1JlcXVlc3QSCgoCaWQYASABKAkSLAoFcGF0Y2gYAiABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuVGFza1BhdGNoEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKAVIAIgBARIaCg1mZW5jaW5nX3Rva2VuGAQgASgFSAGIAQESNwoIb3ZlcnJpZGUYBSABKAsyIC5wbGFubmluZy5pc3N1ZXMudjEuRG9uZU92ZXJyaWRlSAKIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb25CEAoOX2ZlbmNpbmdfdG9rZW5CCwoJX292ZXJyaWRlIh4KDERvbmVPdmVycmlkZRIOCgZyZWFzb24YASABKAkiWAoSVXBkYXRlVGFza1Jlc3BvbnNlEioKBHRhc2sYASABKAsyHC5wbGFubmluZy5pc3N1ZXMudjEuVGFza1ZpZXcSFgoOY2hhbmdlZF9maWVsZHMYAiADKAkivAQKElNlYXJjaFRhc2tzUmVxdWVzdBIZCgx3b3Jrc3BhY2VfaWQYASABKAlIAIgBARIXCgpwcm9qZWN0X2lkGAIgASgJSAGIAQESGQoMbWlsZXN0b25lX2lkGAMgASgJSAKIAQESDgoGc3RhdHVzGAQgAygJEhAKCHByaW9yaXR5GAUgAygJEg4KBmxhYmVscxgGIAMoCRIeChFhc3NpZ25lZF9hZ2VudF9pZBgHIAEoCUgDiAEBEh0KEGRlcGVuZGVuY3lfc3RhdGUYCCABKAlIBIgBARIOCgFxGAkgASgJSAWIAQESEQoEc29ydBgKIAEoCUgGiAEBEhYKCWRpcmVjdGlvbhgLIAEoCUgHiAEBEiAKGGluY2x1ZGVfZGVwZW5kZW5jeV9ncmFwaBgMIAEoCBISCgVsaW1pdBgNIAEoBUgIiAEBEhMKBmN1cnNvchgOIAEoCUgJiAEBEhoKDWluaXRpYXRpdmVfaWQYDyABKAlICogBARIWCglwYXJlbnRfaWQYECABKAlIC4gBAUIPCg1fd29ya3NwYWNlX2lkQg0KC19wcm9qZWN0X2lkQg8KDV9taWxlc3RvbmVfaWRCFAoSX2Fzc2lnbmVkX2FnZW50X2lkQhMKEV9kZXBlbmRlbmN5X3N0YXRlQgQKAl9xQgcKBV9zb3J0QgwKCl9kaXJlY3Rpb25CCAoGX2xpbWl0QgkKB19jdXJzb3JCEAoOX2luaXRpYXRpdmVfaWRCDAoKX3BhcmVudF9pZCKrAQoTU2VhcmNoVGFza3NSZXNwb25zZRIrCgV0YXNrcxgBIAMoCzIcLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrVmlldxI9ChBkZXBlbmRlbmN5X2dyYXBoGAIgASgLMiMucGxhbm5pbmcuaXNzdWVzLnYxLkRlcGVuZGVuY3lHcmFwaBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJuCghCdWxrUGxhbhIXCg9yZXF1ZXN0ZWRfY291bnQYASABKAUSFAoMdGFyZ2V0X2NvdW50GAIgASgFEhUKDXNraXBwZWRfY291bnQYAyABKAUSHAoUY2hhbmdlZF9maWVsZF9sYWJlbHMYBCADKAki2wEKFkJ1bGtVcGRhdGVUYXNrc1JlcXVlc3QSEQoJaXNzdWVfaWRzGAEgAygJEgwKBG1vZGUYAiABKAkSLAoFcGF0Y2gYAyABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuVGFza1BhdGNoEhoKDWZlbmNpbmdfdG9rZW4YBCABKAVIAIgBARI3CghvdmVycmlkZRgFIAEoCzIgLnBsYW5uaW5nLmlzc3Vlcy52MS5Eb25lT3ZlcnJpZGVIAYgBAUIQCg5fZmVuY2luZ190b2tlbkILCglfb3ZlcnJpZGUivAEKF0J1bGtVcGRhdGVUYXNrc1Jlc3BvbnNlEioKBHBsYW4YASABKAsyHC5wbGFubmluZy5pc3N1ZXMudjEuQnVsa1BsYW4SNAoOdXBkYXRlZF9pc3N1ZXMYAiADKAsyHC5wbGFubmluZy5pc3N1ZXMudjEuVGFza1ZpZXcSLgoIYWN0aXZpdHkYAyADKAsyHC5wbGFubmluZy5pc3N1ZXMudjEuQWN0aXZpdHkSDwoHYXBwbGllZBgEIAEoCCIsCgxDb21wbGV0ZW5lc3MSDQoFcmVhZHkYASABKAgSDQoFc2NvcmUYAiABKAEikgIKDFRhc2tDb250cmFjdBIQCghpc3N1ZV9pZBgBIAEoCRIMCgRnb2FsGAIgASgJEhMKC2NvbnN0cmFpbnRzGAMgAygJEhcKD2V4cGVjdGVkX291dHB1dBgEIAEoCRIUCgx2ZXJpZmljYXRpb24YBSADKAkSEwoLcGVybWlzc2lvbnMYBiADKAkSEgoKZXNjYWxhdGlvbhgHIAEoCRI2Cgxjb21wbGV0ZW5lc3MYCCABKAsyIC5wbGFubmluZy5pc3N1ZXMudjEuQ29tcGxldGVuZXNzEhgKEG1pc3Npbmdfc2VjdGlvbnMYCSADKAkSDwoHdmVyc2lvbhgKIAEoBRISCgp1cGRhdGVkX2F0GAsgASgJIioKFkdldFRhc2tDb250cmFjdFJlcXVlc3QSEAoIaXNzdWVfaWQYASABKAkinQEKF0dldFRhc2tDb250cmFjdFJlc3BvbnNlEhAKCGlzc3VlX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIyCghjb250cmFjdBgDIAEoCzIgLnBsYW5uaW5nLmlzc3Vlcy52MS5UYXNrQ29udHJhY3QSLAoEZG9uZRgEIAEoCzIeLnBsYW5uaW5nLmlzc3Vlcy52MS5Eb25lU3RhdHVzIswBChlVcGRhdGVUYXNrQ29udHJhY3RSZXF1ZXN0EhAKCGlzc3VlX2lkGAEgASgJEjsKDGluc3RydWN0aW9ucxgCIAEoCzIlLnBsYW5uaW5nLmlzc3Vlcy52MS5JbnN0cnVjdGlvbnNQYXRjaBIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgFSACIAQESGgoNZmVuY2luZ190b2tlbhgEIAEoBUgBiAEBQhMKEV9leHBlY3RlZF92ZXJzaW9uQhAKDl9mZW5jaW5nX3Rva2VuIowBChpVcGRhdGVUYXNrQ29udHJhY3RSZXNwb25zZRIQCghpc3N1ZV9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSMgoIY29udHJhY3QYAyABKAsyIC5wbGFubmluZy5pc3N1ZXMudjEuVGFza0NvbnRyYWN0EhgKEGNoYW5nZWRfc2VjdGlvbnMYBCADKAki+AEKDVRhc2tSZW1pbmRlcnMSEAoIaXNzdWVfaWQYASABKAkSDQoFdGl0bGUYAiABKAkSDgoGc3RhdHVzGAMgASgJEhAKCHByaW9yaXR5GAQgASgJEhUKCGR1ZV9kYXRlGAUgASgJSACIAQESLwoJcmVtaW5kZXJzGAYgAygLMhwucGxhbm5pbmcuaXNzdWVzLnYxLlJlbWluZGVyEjkKEXNhZmVfbmV4dF9hY3Rpb25zGAcgAygLMh4ucGxhbm5pbmcuaXNzdWVzLnYxLlNhZmVBY3Rpb24SFAoMd29ya3NwYWNlX2lkGAggASgJQgsKCV9kdWVfZGF0ZSLtAQoUTGlzdFJlbWluZGVyc1JlcXVlc3QSGQoMd29ya3NwYWNlX2lkGAEgASgJSACIAQESFwoKcHJvamVjdF9pZBgCIAEoCUgBiAEBEh4KEWFzc2lnbmVkX2FnZW50X2lkGAMgASgJSAKIAQESDQoFa2luZHMYBCADKAkSEgoFbGltaXQYBSABKAVIA4gBARITCgZjdXJzb3IYBiABKAlIBIgBAUIPCg1fd29ya3NwYWNlX2lkQg0KC19wcm9qZWN0X2lkQhQKEl9hc3NpZ25lZF9hZ2VudF9pZEIICgZfbGltaXRCCQoHX2N1cnNvciJzChVMaXN0UmVtaW5kZXJzUmVzcG9uc2USMAoFaXRlbXMYASADKAsyIS5wbGFubmluZy5pc3N1ZXMudjEuVGFza1JlbWluZGVycxIYCgtuZXh0X2N1cnNvchgCIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciIzChpHZXRQcm9kdWN0UmVhZGluZXNzUmVxdWVzdBIVCg13b3Jrc3BhY2VfaWRzGAEgAygJIiwKCU5leHRQcm9vZhIKCgJpZBgBIAEoCRITCgtuZXh0X2FjdGlvbhgCIAEoCSJQCg1MYXVuY2hTdW1tYXJ5EiMKG3B1YmxpY19sYXVuY2hfYmxvY2tlcl9jb3VudBgBIAEoBRIaChJwcm9vZl9wYWNrZXRfY291bnQYAiABKAUilQEKC0xhdW5jaFByb29mEh8KF3JlYWR5X2Zvcl9wdWJsaWNfbGF1bmNoGAEgASgIEjEKCm5leHRfcHJvb2YYAiABKAsyHS5wbGFubmluZy5pc3N1ZXMudjEuTmV4dFByb29mEjIKB3N1bW1hcnkYAyABKAsyIS5wbGFubmluZy5pc3N1ZXMudjEuTGF1bmNoU3VtbWFyeSJECg5JbXBsZW1lbnRhdGlvbhIaChJjb21wbGV0aW9uX3BlcmNlbnQYASABKAUSFgoOdmVyaWZpZWRfY291bnQYAiABKAUikAEKG0dldFByb2R1Y3RSZWFkaW5lc3NSZXNwb25zZRI6Cg5pbXBsZW1lbnRhdGlvbhgBIAEoCzIiLnBsYW5uaW5nLmlzc3Vlcy52MS5JbXBsZW1lbnRhdGlvbhI1CgxsYXVuY2hfcHJvb2YYAiABKAsyHy5wbGFubmluZy5pc3N1ZXMudjEuTGF1bmNoUHJvb2YypgcKC1Rhc2tTZXJ2aWNlElsKCkNyZWF0ZVRhc2sSJS5wbGFubmluZy5pc3N1ZXMudjEuQ3JlYXRlVGFza1JlcXVlc3QaJi5wbGFubmluZy5pc3N1ZXMudjEuQ3JlYXRlVGFza1Jlc3BvbnNlElIKB0dldFRhc2sSIi5wbGFubmluZy5pc3N1ZXMudjEuR2V0VGFza1JlcXVlc3QaIy5wbGFubmluZy5pc3N1ZXMudjEuR2V0VGFza1Jlc3BvbnNlElsKClVwZGF0ZVRhc2sSJS5wbGFubmluZy5pc3N1ZXMudjEuVXBkYXRlVGFza1JlcXVlc3QaJi5wbGFubmluZy5pc3N1ZXMudjEuVXBkYXRlVGFza1Jlc3BvbnNlEl4KC1NlYXJjaFRhc2tzEiYucGxhbm5pbmcuaXNzdWVzLnYxLlNlYXJjaFRhc2tzUmVxdWVzdBonLnBsYW5uaW5nLmlzc3Vlcy52MS5TZWFyY2hUYXNrc1Jlc3BvbnNlEmoKD0J1bGtVcGRhdGVUYXNrcxIqLnBsYW5uaW5nLmlzc3Vlcy52MS5CdWxrVXBkYXRlVGFza3NSZXF1ZXN0GisucGxhbm5pbmcuaXNzdWVzLnYxLkJ1bGtVcGRhdGVUYXNrc1Jlc3BvbnNlEmoKD0dldFRhc2tDb250cmFjdBIqLnBsYW5uaW5nLmlzc3Vlcy52MS5HZXRUYXNrQ29udHJhY3RSZXF1ZXN0GisucGxhbm5pbmcuaXNzdWVzLnYxLkdldFRhc2tDb250cmFjdFJlc3BvbnNlEnMKElVwZGF0ZVRhc2tDb250cmFjdBItLnBsYW5uaW5nLmlzc3Vlcy52MS5VcGRhdGVUYXNrQ29udHJhY3RSZXF1ZXN0Gi4ucGxhbm5pbmcuaXNzdWVzLnYxLlVwZGF0ZVRhc2tDb250cmFjdFJlc3BvbnNlEmQKDUxpc3RSZW1pbmRlcnMSKC5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFJlbWluZGVyc1JlcXVlc3QaKS5wbGFubmluZy5pc3N1ZXMudjEuTGlzdFJlbWluZGVyc1Jlc3BvbnNlEnYKE0dldFByb2R1Y3RSZWFkaW5lc3MSLi5wbGFubmluZy5pc3N1ZXMudjEuR2V0UHJvZHVjdFJlYWRpbmVzc1JlcXVlc3QaLy5wbGFubmluZy5pc3N1ZXMudjEuR2V0UHJvZHVjdFJlYWRpbmVzc1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * @generated from message planning.issues.v1.AcceptanceCheck
@@ -257,6 +257,22 @@ export type Task = Message<"planning.issues.v1.Task"> & {
    * @generated from field: string last_activity_at = 25;
    */
   lastActivityAt: string;
+
+  /**
+   * Approval requests of the task: every pending one, and the latest decided (or expired) one per
+   * `for`. The requesting agent reads decisions here.
+   *
+   * @generated from field: repeated planning.issues.v1.ApprovalGate approvals = 26;
+   */
+  approvals: ApprovalGate[];
+
+  /**
+   * What the moves the done policy gates still need; present where a caller needs it (task detail,
+   * ready work, the task contract, context packs).
+   *
+   * @generated from field: optional planning.issues.v1.DoneStatus done = 27;
+   */
+  done?: DoneStatus | undefined;
 };
 
 /**
@@ -265,6 +281,137 @@ export type Task = Message<"planning.issues.v1.Task"> & {
  */
 export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
   messageDesc(file_planning_issues_v1_tasks, 3);
+
+/**
+ * An approval request as the task keeps it: what it gates and where it stands.
+ *
+ * @generated from message planning.issues.v1.ApprovalGate
+ */
+export type ApprovalGate = Message<"planning.issues.v1.ApprovalGate"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * done, in-review, merge or custom: the move (or outside step) it was requested for. A pending
+   * request for done or in-review blocks that move.
+   *
+   * @generated from field: string approval_for = 2;
+   */
+  approvalFor: string;
+
+  /**
+   * pending, approved, rejected or expired.
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * The user or key id that asked.
+   *
+   * @generated from field: string requested_by = 4;
+   */
+  requestedBy: string;
+
+  /**
+   * @generated from field: string requested_at = 5;
+   */
+  requestedAt: string;
+
+  /**
+   * A pending request stops blocking at this instant (and is then marked expired).
+   *
+   * @generated from field: string expires_at = 6;
+   */
+  expiresAt: string;
+
+  /**
+   * @generated from field: optional string decided_at = 7;
+   */
+  decidedAt?: string | undefined;
+};
+
+/**
+ * Describes the message planning.issues.v1.ApprovalGate.
+ * Use `create(ApprovalGateSchema)` to create a new message.
+ */
+export const ApprovalGateSchema: GenMessage<ApprovalGate> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_tasks, 4);
+
+/**
+ * What the done policy (docs/planning.md) still needs before the moves it gates.
+ *
+ * @generated from message planning.issues.v1.DoneStatus
+ */
+export type DoneStatus = Message<"planning.issues.v1.DoneStatus"> & {
+  /**
+   * nothing, evidence or evidence-and-approval: the policy in force (the project's, else the
+   * workspace's).
+   *
+   * @generated from field: string requires = 1;
+   */
+  requires: string;
+
+  /**
+   * done (moves to done are gated) or in-review (moves to in-review and to done).
+   *
+   * @generated from field: string gate = 2;
+   */
+  gate: string;
+
+  /**
+   * Acceptance checks that no evidence names by `checkId` (all of them count under `evidence` and
+   * `evidence-and-approval`).
+   *
+   * @generated from field: repeated string missing_check_ids = 3;
+   */
+  missingCheckIds: string[];
+
+  /**
+   * Acceptance checks that evidence names.
+   *
+   * @generated from field: int32 evidenced_checks = 4;
+   */
+  evidencedChecks: number;
+
+  /**
+   * not-required, missing, pending, approved or rejected: the approval the policy needs (approved
+   * after the last evidence, for done or for the gated move).
+   *
+   * @generated from field: string approval = 5;
+   */
+  approval: string;
+
+  /**
+   * True when every move the policy gates (and no pending approval) would pass now.
+   *
+   * @generated from field: bool ready = 6;
+   */
+  ready: boolean;
+
+  /**
+   * What is still to do, in words; empty when ready.
+   *
+   * @generated from field: string next_step = 7;
+   */
+  nextStep: string;
+
+  /**
+   * Evidence records of the task (the policy needs at least one when the task has no checks).
+   *
+   * @generated from field: int32 evidence_count = 8;
+   */
+  evidenceCount: number;
+};
+
+/**
+ * Describes the message planning.issues.v1.DoneStatus.
+ * Use `create(DoneStatusSchema)` to create a new message.
+ */
+export const DoneStatusSchema: GenMessage<DoneStatus> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_tasks, 5);
 
 /**
  * @generated from message planning.issues.v1.Reminder
@@ -288,7 +435,7 @@ export type Reminder = Message<"planning.issues.v1.Reminder"> & {
  * Use `create(ReminderSchema)` to create a new message.
  */
 export const ReminderSchema: GenMessage<Reminder> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 4);
+  messageDesc(file_planning_issues_v1_tasks, 6);
 
 /**
  * @generated from message planning.issues.v1.SafeAction
@@ -312,7 +459,7 @@ export type SafeAction = Message<"planning.issues.v1.SafeAction"> & {
  * Use `create(SafeActionSchema)` to create a new message.
  */
 export const SafeActionSchema: GenMessage<SafeAction> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 5);
+  messageDesc(file_planning_issues_v1_tasks, 7);
 
 /**
  * @generated from message planning.issues.v1.TaskHealth
@@ -359,7 +506,7 @@ export type TaskHealth = Message<"planning.issues.v1.TaskHealth"> & {
  * Use `create(TaskHealthSchema)` to create a new message.
  */
 export const TaskHealthSchema: GenMessage<TaskHealth> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 6);
+  messageDesc(file_planning_issues_v1_tasks, 8);
 
 /**
  * A task with what is computed for the caller at read time.
@@ -383,7 +530,7 @@ export type TaskView = Message<"planning.issues.v1.TaskView"> & {
  * Use `create(TaskViewSchema)` to create a new message.
  */
 export const TaskViewSchema: GenMessage<TaskView> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 7);
+  messageDesc(file_planning_issues_v1_tasks, 9);
 
 /**
  * @generated from message planning.issues.v1.TaskRef
@@ -410,7 +557,7 @@ export type TaskRef = Message<"planning.issues.v1.TaskRef"> & {
  * Use `create(TaskRefSchema)` to create a new message.
  */
 export const TaskRefSchema: GenMessage<TaskRef> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 8);
+  messageDesc(file_planning_issues_v1_tasks, 10);
 
 /**
  * An edge from a prerequisite (source) to the task that waits for it (target).
@@ -434,7 +581,7 @@ export type DependencyEdge = Message<"planning.issues.v1.DependencyEdge"> & {
  * Use `create(DependencyEdgeSchema)` to create a new message.
  */
 export const DependencyEdgeSchema: GenMessage<DependencyEdge> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 9);
+  messageDesc(file_planning_issues_v1_tasks, 11);
 
 /**
  * @generated from message planning.issues.v1.DependencyGraph
@@ -451,7 +598,7 @@ export type DependencyGraph = Message<"planning.issues.v1.DependencyGraph"> & {
  * Use `create(DependencyGraphSchema)` to create a new message.
  */
 export const DependencyGraphSchema: GenMessage<DependencyGraph> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 10);
+  messageDesc(file_planning_issues_v1_tasks, 12);
 
 /**
  * @generated from message planning.issues.v1.FieldChange
@@ -480,7 +627,7 @@ export type FieldChange = Message<"planning.issues.v1.FieldChange"> & {
  * Use `create(FieldChangeSchema)` to create a new message.
  */
 export const FieldChangeSchema: GenMessage<FieldChange> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 11);
+  messageDesc(file_planning_issues_v1_tasks, 13);
 
 /**
  * @generated from message planning.issues.v1.Actor
@@ -504,7 +651,7 @@ export type Actor = Message<"planning.issues.v1.Actor"> & {
  * Use `create(ActorSchema)` to create a new message.
  */
 export const ActorSchema: GenMessage<Actor> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 12);
+  messageDesc(file_planning_issues_v1_tasks, 14);
 
 /**
  * @generated from message planning.issues.v1.Activity
@@ -549,7 +696,7 @@ export type Activity = Message<"planning.issues.v1.Activity"> & {
  * Use `create(ActivitySchema)` to create a new message.
  */
 export const ActivitySchema: GenMessage<Activity> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 13);
+  messageDesc(file_planning_issues_v1_tasks, 15);
 
 /**
  * @generated from message planning.issues.v1.StringList
@@ -566,7 +713,7 @@ export type StringList = Message<"planning.issues.v1.StringList"> & {
  * Use `create(StringListSchema)` to create a new message.
  */
 export const StringListSchema: GenMessage<StringList> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 14);
+  messageDesc(file_planning_issues_v1_tasks, 16);
 
 /**
  * @generated from message planning.issues.v1.AcceptanceCheckList
@@ -583,7 +730,7 @@ export type AcceptanceCheckList = Message<"planning.issues.v1.AcceptanceCheckLis
  * Use `create(AcceptanceCheckListSchema)` to create a new message.
  */
 export const AcceptanceCheckListSchema: GenMessage<AcceptanceCheckList> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 15);
+  messageDesc(file_planning_issues_v1_tasks, 17);
 
 /**
  * A change to the task brief: a present field replaces its section; an empty value unsets it.
@@ -627,7 +774,7 @@ export type InstructionsPatch = Message<"planning.issues.v1.InstructionsPatch"> 
  * Use `create(InstructionsPatchSchema)` to create a new message.
  */
 export const InstructionsPatchSchema: GenMessage<InstructionsPatch> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 16);
+  messageDesc(file_planning_issues_v1_tasks, 18);
 
 /**
  * A change to a task: only present fields change.
@@ -734,7 +881,7 @@ export type TaskPatch = Message<"planning.issues.v1.TaskPatch"> & {
  * Use `create(TaskPatchSchema)` to create a new message.
  */
 export const TaskPatchSchema: GenMessage<TaskPatch> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 17);
+  messageDesc(file_planning_issues_v1_tasks, 19);
 
 /**
  * @generated from message planning.issues.v1.CreateTaskRequest
@@ -834,7 +981,7 @@ export type CreateTaskRequest = Message<"planning.issues.v1.CreateTaskRequest"> 
  * Use `create(CreateTaskRequestSchema)` to create a new message.
  */
 export const CreateTaskRequestSchema: GenMessage<CreateTaskRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 18);
+  messageDesc(file_planning_issues_v1_tasks, 20);
 
 /**
  * @generated from message planning.issues.v1.CreateTaskResponse
@@ -851,7 +998,7 @@ export type CreateTaskResponse = Message<"planning.issues.v1.CreateTaskResponse"
  * Use `create(CreateTaskResponseSchema)` to create a new message.
  */
 export const CreateTaskResponseSchema: GenMessage<CreateTaskResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 19);
+  messageDesc(file_planning_issues_v1_tasks, 21);
 
 /**
  * @generated from message planning.issues.v1.GetTaskRequest
@@ -868,7 +1015,7 @@ export type GetTaskRequest = Message<"planning.issues.v1.GetTaskRequest"> & {
  * Use `create(GetTaskRequestSchema)` to create a new message.
  */
 export const GetTaskRequestSchema: GenMessage<GetTaskRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 20);
+  messageDesc(file_planning_issues_v1_tasks, 22);
 
 /**
  * @generated from message planning.issues.v1.Comment
@@ -912,7 +1059,7 @@ export type Comment = Message<"planning.issues.v1.Comment"> & {
  * Use `create(CommentSchema)` to create a new message.
  */
 export const CommentSchema: GenMessage<Comment> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 21);
+  messageDesc(file_planning_issues_v1_tasks, 23);
 
 /**
  * @generated from message planning.issues.v1.TimeEntry
@@ -954,7 +1101,7 @@ export type TimeEntry = Message<"planning.issues.v1.TimeEntry"> & {
  * Use `create(TimeEntrySchema)` to create a new message.
  */
 export const TimeEntrySchema: GenMessage<TimeEntry> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 22);
+  messageDesc(file_planning_issues_v1_tasks, 24);
 
 /**
  * @generated from message planning.issues.v1.Evidence
@@ -1013,7 +1160,7 @@ export type Evidence = Message<"planning.issues.v1.Evidence"> & {
  * Use `create(EvidenceSchema)` to create a new message.
  */
 export const EvidenceSchema: GenMessage<Evidence> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 23);
+  messageDesc(file_planning_issues_v1_tasks, 25);
 
 /**
  * @generated from message planning.issues.v1.Approval
@@ -1040,7 +1187,7 @@ export type Approval = Message<"planning.issues.v1.Approval"> & {
   reason: string;
 
   /**
-   * pending, approved or rejected.
+   * pending, approved, rejected or expired.
    *
    * @generated from field: string status = 5;
    */
@@ -1065,6 +1212,20 @@ export type Approval = Message<"planning.issues.v1.Approval"> & {
    * @generated from field: string created_at = 9;
    */
   createdAt: string;
+
+  /**
+   * done, in-review, merge or custom.
+   *
+   * @generated from field: string approval_for = 10;
+   */
+  approvalFor: string;
+
+  /**
+   * A pending request expires at this instant.
+   *
+   * @generated from field: string expires_at = 11;
+   */
+  expiresAt: string;
 };
 
 /**
@@ -1072,7 +1233,7 @@ export type Approval = Message<"planning.issues.v1.Approval"> & {
  * Use `create(ApprovalSchema)` to create a new message.
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 24);
+  messageDesc(file_planning_issues_v1_tasks, 26);
 
 /**
  * @generated from message planning.issues.v1.GetTaskResponse
@@ -1138,7 +1299,7 @@ export type GetTaskResponse = Message<"planning.issues.v1.GetTaskResponse"> & {
  * Use `create(GetTaskResponseSchema)` to create a new message.
  */
 export const GetTaskResponseSchema: GenMessage<GetTaskResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 25);
+  messageDesc(file_planning_issues_v1_tasks, 27);
 
 /**
  * @generated from message planning.issues.v1.UpdateTaskRequest
@@ -1168,6 +1329,14 @@ export type UpdateTaskRequest = Message<"planning.issues.v1.UpdateTaskRequest"> 
    * @generated from field: optional int32 fencing_token = 4;
    */
   fencingToken?: number | undefined;
+
+  /**
+   * A member completing the task although the done policy or a pending approval would refuse
+   * (audited). Agents may not override.
+   *
+   * @generated from field: optional planning.issues.v1.DoneOverride override = 5;
+   */
+  override?: DoneOverride | undefined;
 };
 
 /**
@@ -1175,7 +1344,26 @@ export type UpdateTaskRequest = Message<"planning.issues.v1.UpdateTaskRequest"> 
  * Use `create(UpdateTaskRequestSchema)` to create a new message.
  */
 export const UpdateTaskRequestSchema: GenMessage<UpdateTaskRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 26);
+  messageDesc(file_planning_issues_v1_tasks, 28);
+
+/**
+ * @generated from message planning.issues.v1.DoneOverride
+ */
+export type DoneOverride = Message<"planning.issues.v1.DoneOverride"> & {
+  /**
+   * Why the policy is set aside (required, 1 to 2,000 characters).
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message planning.issues.v1.DoneOverride.
+ * Use `create(DoneOverrideSchema)` to create a new message.
+ */
+export const DoneOverrideSchema: GenMessage<DoneOverride> = /*@__PURE__*/
+  messageDesc(file_planning_issues_v1_tasks, 29);
 
 /**
  * @generated from message planning.issues.v1.UpdateTaskResponse
@@ -1199,7 +1387,7 @@ export type UpdateTaskResponse = Message<"planning.issues.v1.UpdateTaskResponse"
  * Use `create(UpdateTaskResponseSchema)` to create a new message.
  */
 export const UpdateTaskResponseSchema: GenMessage<UpdateTaskResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 27);
+  messageDesc(file_planning_issues_v1_tasks, 30);
 
 /**
  * @generated from message planning.issues.v1.SearchTasksRequest
@@ -1303,7 +1491,7 @@ export type SearchTasksRequest = Message<"planning.issues.v1.SearchTasksRequest"
  * Use `create(SearchTasksRequestSchema)` to create a new message.
  */
 export const SearchTasksRequestSchema: GenMessage<SearchTasksRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 28);
+  messageDesc(file_planning_issues_v1_tasks, 31);
 
 /**
  * @generated from message planning.issues.v1.SearchTasksResponse
@@ -1332,7 +1520,7 @@ export type SearchTasksResponse = Message<"planning.issues.v1.SearchTasksRespons
  * Use `create(SearchTasksResponseSchema)` to create a new message.
  */
 export const SearchTasksResponseSchema: GenMessage<SearchTasksResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 29);
+  messageDesc(file_planning_issues_v1_tasks, 32);
 
 /**
  * @generated from message planning.issues.v1.BulkPlan
@@ -1368,7 +1556,7 @@ export type BulkPlan = Message<"planning.issues.v1.BulkPlan"> & {
  * Use `create(BulkPlanSchema)` to create a new message.
  */
 export const BulkPlanSchema: GenMessage<BulkPlan> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 30);
+  messageDesc(file_planning_issues_v1_tasks, 33);
 
 /**
  * @generated from message planning.issues.v1.BulkUpdateTasksRequest
@@ -1394,6 +1582,18 @@ export type BulkUpdateTasksRequest = Message<"planning.issues.v1.BulkUpdateTasks
    * @generated from field: planning.issues.v1.TaskPatch patch = 3;
    */
   patch?: TaskPatch | undefined;
+
+  /**
+   * As in UpdateTaskRequest, for every target.
+   *
+   * @generated from field: optional int32 fencing_token = 4;
+   */
+  fencingToken?: number | undefined;
+
+  /**
+   * @generated from field: optional planning.issues.v1.DoneOverride override = 5;
+   */
+  override?: DoneOverride | undefined;
 };
 
 /**
@@ -1401,7 +1601,7 @@ export type BulkUpdateTasksRequest = Message<"planning.issues.v1.BulkUpdateTasks
  * Use `create(BulkUpdateTasksRequestSchema)` to create a new message.
  */
 export const BulkUpdateTasksRequestSchema: GenMessage<BulkUpdateTasksRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 31);
+  messageDesc(file_planning_issues_v1_tasks, 34);
 
 /**
  * @generated from message planning.issues.v1.BulkUpdateTasksResponse
@@ -1437,7 +1637,7 @@ export type BulkUpdateTasksResponse = Message<"planning.issues.v1.BulkUpdateTask
  * Use `create(BulkUpdateTasksResponseSchema)` to create a new message.
  */
 export const BulkUpdateTasksResponseSchema: GenMessage<BulkUpdateTasksResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 32);
+  messageDesc(file_planning_issues_v1_tasks, 35);
 
 /**
  * @generated from message planning.issues.v1.Completeness
@@ -1463,7 +1663,7 @@ export type Completeness = Message<"planning.issues.v1.Completeness"> & {
  * Use `create(CompletenessSchema)` to create a new message.
  */
 export const CompletenessSchema: GenMessage<Completeness> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 33);
+  messageDesc(file_planning_issues_v1_tasks, 36);
 
 /**
  * @generated from message planning.issues.v1.TaskContract
@@ -1532,7 +1732,7 @@ export type TaskContract = Message<"planning.issues.v1.TaskContract"> & {
  * Use `create(TaskContractSchema)` to create a new message.
  */
 export const TaskContractSchema: GenMessage<TaskContract> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 34);
+  messageDesc(file_planning_issues_v1_tasks, 37);
 
 /**
  * @generated from message planning.issues.v1.GetTaskContractRequest
@@ -1549,7 +1749,7 @@ export type GetTaskContractRequest = Message<"planning.issues.v1.GetTaskContract
  * Use `create(GetTaskContractRequestSchema)` to create a new message.
  */
 export const GetTaskContractRequestSchema: GenMessage<GetTaskContractRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 35);
+  messageDesc(file_planning_issues_v1_tasks, 38);
 
 /**
  * @generated from message planning.issues.v1.GetTaskContractResponse
@@ -1569,6 +1769,13 @@ export type GetTaskContractResponse = Message<"planning.issues.v1.GetTaskContrac
    * @generated from field: planning.issues.v1.TaskContract contract = 3;
    */
   contract?: TaskContract | undefined;
+
+  /**
+   * What moving the task to done still needs under the done policy.
+   *
+   * @generated from field: planning.issues.v1.DoneStatus done = 4;
+   */
+  done?: DoneStatus | undefined;
 };
 
 /**
@@ -1576,7 +1783,7 @@ export type GetTaskContractResponse = Message<"planning.issues.v1.GetTaskContrac
  * Use `create(GetTaskContractResponseSchema)` to create a new message.
  */
 export const GetTaskContractResponseSchema: GenMessage<GetTaskContractResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 36);
+  messageDesc(file_planning_issues_v1_tasks, 39);
 
 /**
  * @generated from message planning.issues.v1.UpdateTaskContractRequest
@@ -1596,6 +1803,13 @@ export type UpdateTaskContractRequest = Message<"planning.issues.v1.UpdateTaskCo
    * @generated from field: optional int32 expected_version = 3;
    */
   expectedVersion?: number | undefined;
+
+  /**
+   * As in UpdateTaskRequest.
+   *
+   * @generated from field: optional int32 fencing_token = 4;
+   */
+  fencingToken?: number | undefined;
 };
 
 /**
@@ -1603,7 +1817,7 @@ export type UpdateTaskContractRequest = Message<"planning.issues.v1.UpdateTaskCo
  * Use `create(UpdateTaskContractRequestSchema)` to create a new message.
  */
 export const UpdateTaskContractRequestSchema: GenMessage<UpdateTaskContractRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 37);
+  messageDesc(file_planning_issues_v1_tasks, 40);
 
 /**
  * @generated from message planning.issues.v1.UpdateTaskContractResponse
@@ -1637,7 +1851,7 @@ export type UpdateTaskContractResponse = Message<"planning.issues.v1.UpdateTaskC
  * Use `create(UpdateTaskContractResponseSchema)` to create a new message.
  */
 export const UpdateTaskContractResponseSchema: GenMessage<UpdateTaskContractResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 38);
+  messageDesc(file_planning_issues_v1_tasks, 41);
 
 /**
  * @generated from message planning.issues.v1.TaskReminders
@@ -1689,7 +1903,7 @@ export type TaskReminders = Message<"planning.issues.v1.TaskReminders"> & {
  * Use `create(TaskRemindersSchema)` to create a new message.
  */
 export const TaskRemindersSchema: GenMessage<TaskReminders> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 39);
+  messageDesc(file_planning_issues_v1_tasks, 42);
 
 /**
  * @generated from message planning.issues.v1.ListRemindersRequest
@@ -1733,7 +1947,7 @@ export type ListRemindersRequest = Message<"planning.issues.v1.ListRemindersRequ
  * Use `create(ListRemindersRequestSchema)` to create a new message.
  */
 export const ListRemindersRequestSchema: GenMessage<ListRemindersRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 40);
+  messageDesc(file_planning_issues_v1_tasks, 43);
 
 /**
  * @generated from message planning.issues.v1.ListRemindersResponse
@@ -1755,7 +1969,7 @@ export type ListRemindersResponse = Message<"planning.issues.v1.ListRemindersRes
  * Use `create(ListRemindersResponseSchema)` to create a new message.
  */
 export const ListRemindersResponseSchema: GenMessage<ListRemindersResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 41);
+  messageDesc(file_planning_issues_v1_tasks, 44);
 
 /**
  * @generated from message planning.issues.v1.GetProductReadinessRequest
@@ -1774,7 +1988,7 @@ export type GetProductReadinessRequest = Message<"planning.issues.v1.GetProductR
  * Use `create(GetProductReadinessRequestSchema)` to create a new message.
  */
 export const GetProductReadinessRequestSchema: GenMessage<GetProductReadinessRequest> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 42);
+  messageDesc(file_planning_issues_v1_tasks, 45);
 
 /**
  * @generated from message planning.issues.v1.NextProof
@@ -1796,7 +2010,7 @@ export type NextProof = Message<"planning.issues.v1.NextProof"> & {
  * Use `create(NextProofSchema)` to create a new message.
  */
 export const NextProofSchema: GenMessage<NextProof> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 43);
+  messageDesc(file_planning_issues_v1_tasks, 46);
 
 /**
  * @generated from message planning.issues.v1.LaunchSummary
@@ -1818,7 +2032,7 @@ export type LaunchSummary = Message<"planning.issues.v1.LaunchSummary"> & {
  * Use `create(LaunchSummarySchema)` to create a new message.
  */
 export const LaunchSummarySchema: GenMessage<LaunchSummary> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 44);
+  messageDesc(file_planning_issues_v1_tasks, 47);
 
 /**
  * @generated from message planning.issues.v1.LaunchProof
@@ -1847,7 +2061,7 @@ export type LaunchProof = Message<"planning.issues.v1.LaunchProof"> & {
  * Use `create(LaunchProofSchema)` to create a new message.
  */
 export const LaunchProofSchema: GenMessage<LaunchProof> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 45);
+  messageDesc(file_planning_issues_v1_tasks, 48);
 
 /**
  * @generated from message planning.issues.v1.Implementation
@@ -1869,7 +2083,7 @@ export type Implementation = Message<"planning.issues.v1.Implementation"> & {
  * Use `create(ImplementationSchema)` to create a new message.
  */
 export const ImplementationSchema: GenMessage<Implementation> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 46);
+  messageDesc(file_planning_issues_v1_tasks, 49);
 
 /**
  * @generated from message planning.issues.v1.GetProductReadinessResponse
@@ -1891,7 +2105,7 @@ export type GetProductReadinessResponse = Message<"planning.issues.v1.GetProduct
  * Use `create(GetProductReadinessResponseSchema)` to create a new message.
  */
 export const GetProductReadinessResponseSchema: GenMessage<GetProductReadinessResponse> = /*@__PURE__*/
-  messageDesc(file_planning_issues_v1_tasks, 47);
+  messageDesc(file_planning_issues_v1_tasks, 50);
 
 /**
  * Tasks ("issues" on the wire): create, read, change, search, bulk update, the task contract,
