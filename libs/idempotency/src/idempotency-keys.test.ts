@@ -10,9 +10,9 @@ describeIdempotencyContract('embedded store', async () => {
   const store = createEmbeddedStore({ clock: () => now });
   return {
     store,
-    expireAt: (at) => {
+    expireAt: async (at) => {
       now = at;
-      store.sweepExpired();
+      await store.sweepExpired();
     },
   };
 });

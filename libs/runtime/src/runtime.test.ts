@@ -233,7 +233,7 @@ describe('configuration: process', () => {
   });
 
   it('configuration: a single-service target runs on the embedded store only when DATA_DIR says so', () => {
-    const base = { NATS_URL: 'nats://127.0.0.1:4222', SERVICE_INTERNAL_SECRET: 'x'.repeat(32) };
+    const base = { NATS_URL: 'nats://127.0.0.1:4222', SERVICE_INTERNAL_SECRET: 'x'.repeat(32), AGENTS_CLAIMS_GRPC_URL: '127.0.0.1:50052' };
     const memory = loadProcessConfig({ ...base, DATA_DIR: ':memory:' }, 'issues');
     expect(memory.ok && memory.value.dataDir).toBe(':memory:');
     const files = loadProcessConfig({ ...base, DATA_DIR: 'relative/dir' }, 'issues');
