@@ -40,6 +40,8 @@ describe('memory: retained heap per write', () => {
     const env = {
       PORT: String(port),
       GRPC_PORT: String(await getFreePort()),
+      // The metrics endpoint binds a port of its own; concurrent runs must not share one.
+      METRICS_PORT: String(await getFreePort()),
       HOST: '127.0.0.1',
       GRPC_HOST: '127.0.0.1',
       SERVICE_DEMO: '0',

@@ -29,6 +29,8 @@ describe.each<Mode>(['all-in-one', 'distributed'])('telemetry (%s)', (mode) => {
         OTEL_METRIC_EXPORT_INTERVAL: '500',
         OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=e2e',
         CLAIM_SWEEP_INTERVAL_MS: '250',
+        // Debug: each service writes a line per gRPC call and per event it handles.
+        LOG_LEVEL: 'debug',
       },
     });
     cookie = await login(cluster.baseUrl, ADMIN_EMAIL, cluster.adminPassword);
@@ -117,6 +119,36 @@ describe.each<Mode>(['all-in-one', 'distributed'])('telemetry (%s)', (mode) => {
       });
       // The public HTTP port does not serve metrics.
       expect((await fetch(`${proc.baseUrl}/metrics`)).status).toBe(404);
+    }
+  });
+
+  it('telemetry: every service writes the trace and span ids on the lines of the work it does for a request', async () => {
+    const traced = async (method: string, path: string, body?: unknown) => {
+      const traceId = randomBytes(16).toString('hex');
+      const res = await request(cluster.baseUrl, method, path, { cookie, ...(body ? { body } : {}), headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } });
+      expect(res.status, `${method} ${path}: ${JSON.stringify(res.body)}`).toBeLessThan(300);
+      return traceId;
+    };
+    // Between them these reach every service: issues and audit (an event), imports-exports, agents-claims.
+    const ws = (await createWorkspace(cluster.baseUrl, cookie, `Logged ${mode}`, 'pro')).id as string;
+    const traces = [
+      await traced('POST', '/api/projects', { workspaceId: ws, name: 'Logged' }),
+      await traced('GET', `/api/issues/export?workspaceId=${ws}&format=json`),
+      await traced('GET', `/api/agents/claims?workspaceId=${ws}`),
+    ];
+    for (const proc of cluster.processes.values()) {
+      const lines = await eventually(
+        async () => {
+          const found = proc.output
+            .filter((line) => line.startsWith('{'))
+            .map((line) => JSON.parse(line) as Record<string, unknown>)
+            .filter((line) => traces.includes(line.trace_id as string));
+          return found.length > 0 ? found : undefined;
+        },
+        10_000,
+        `${proc.name}: a log line in one of the request traces`,
+      );
+      for (const line of lines) expect(line.span_id).toMatch(/^[0-9a-f]{16}$/);
     }
   });
 

@@ -39,6 +39,11 @@ export class ServiceProcess {
     return `http://127.0.0.1:${this.httpPort}`;
   }
 
+  /** The running process's id (for RSS readings). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   /** `GET` this URL for the process's Prometheus metrics. */
   get metricsUrl(): string {
     return `http://127.0.0.1:${this.metricsPort ?? 0}/metrics`;

@@ -11,7 +11,13 @@ import type { DeliveryHandler, EventBus } from './port.js';
 /** When the bus accepted the message (milliseconds since the epoch), for the consume lag. */
 export const PUBLISHED_AT_HEADER = 'planning-published-at';
 
-export function withTelemetry<B extends EventBus>(bus: B): B {
+/** Where the wrapper reports handled and failed deliveries (a pino logger fits). */
+export interface BusLogger {
+  debug(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export function withTelemetry<B extends EventBus>(bus: B, logger?: BusLogger): B {
   // The adapter stays the prototype: its own properties (a NATS connection, ...) remain readable.
   const traced = Object.create(bus) as B;
   const system = bus.kind;
@@ -35,10 +41,23 @@ export function withTelemetry<B extends EventBus>(bus: B): B {
         await withConsumerSpan(
           { system, subject: delivery.event.subject, messageId: delivery.event.id, consumerGroup: options.durable, deliveryCount: delivery.deliveryCount },
           delivery.headers,
-          () => handler(delivery),
+          async () => {
+            try {
+              await handler(delivery);
+            } catch (err) {
+              errorType = err instanceof Error ? err.constructor.name : 'Error';
+              // In the consumer span's context: the line carries its trace and span ids.
+              logger?.warn(
+                { err, subject: delivery.event.subject, eventId: delivery.event.id, consumer: options.durable, deliveryCount: delivery.deliveryCount },
+                'event handler failed; the bus delivers it again',
+              );
+              throw err;
+            }
+            logger?.debug({ subject: delivery.event.subject, eventId: delivery.event.id, consumer: options.durable }, 'event handled');
+          },
         );
       } catch (err) {
-        errorType = err instanceof Error ? err.constructor.name : 'Error';
+        errorType ??= err instanceof Error ? err.constructor.name : 'Error';
         throw err;
       } finally {
         recordBusProcess({

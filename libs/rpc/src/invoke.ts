@@ -92,15 +92,26 @@ function rpcName(call: { service: DescService; method: DescMethod }) {
   return { service: call.service.typeName, method: call.method.name };
 }
 
-/** `rpc.server.call.duration`, as the span measures it. */
-function record(call: { service: DescService; method: DescMethod; system: string }, code: number, started: number, errorType?: string): void {
+/**
+ * `rpc.server.call.duration`, as the span measures it, and a debug line per call (written in the
+ * call's span: it carries the trace and span ids, as every line of a service handling a call).
+ */
+function record(
+  call: { service: DescService; method: DescMethod; system: string; logger: Logger },
+  code: number,
+  started: number,
+  errorType?: string,
+): void {
+  const seconds = (performance.now() - started) / 1000;
+  const status = grpcCodeName(code);
   recordRpcCall('server', {
     system: call.system,
     method: `${call.service.typeName}/${call.method.name}`,
-    statusCode: grpcCodeName(code),
-    seconds: (performance.now() - started) / 1000,
+    statusCode: status,
+    seconds,
     ...(errorType ? { errorType } : {}),
   });
+  call.logger.debug({ rpc: rpcName(call), status, durationMs: Math.round(seconds * 10_000) / 10 }, 'rpc call handled');
 }
 
 function endSpan(span: Span, code: number, errorCode?: string): void {

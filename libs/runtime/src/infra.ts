@@ -37,8 +37,9 @@ export const busModule: ModuleDefinition<undefined, BusExports> = {
           servers: ctx.config.NATS_URL,
           // What the bus recovers from itself goes to the structured log, not the console.
           onError: (err, where) => ctx.logger.warn({ err }, `event bus: ${where}`),
+          logger: ctx.logger,
         })
-      : await createBus({ kind: 'in-process' });
+      : await createBus({ kind: 'in-process', logger: ctx.logger });
     ctx.logger.info({ kind: bus.kind }, 'event bus ready');
     return {
       exports: { bus },

@@ -6,6 +6,7 @@ import {
   propagation,
   trace,
   type Context,
+  type Span,
   type TextMapGetter,
 } from '@opentelemetry/api';
 
@@ -102,8 +103,13 @@ export async function withProducerSpan<T>(
   }
   const spanContext = trace.setSpan(parent, span);
   propagation.inject(spanContext, out);
+  return endSpanAfter(span, () => context.with(spanContext, () => publish(out)));
+}
+
+/** Runs fn, marks the span failed when it throws, and ends the span either way. */
+async function endSpanAfter<T>(span: Span, fn: () => Promise<T>): Promise<T> {
   try {
-    return await context.with(spanContext, () => publish(out));
+    return await fn();
   } catch (err) {
     span.recordException(err as Error);
     span.setStatus({ code: SpanStatusCode.ERROR });
@@ -141,17 +147,7 @@ export function withConsumerSpan<T>(
           ...(message.deliveryCount !== undefined ? { 'messaging.message.delivery_count': message.deliveryCount } : {}),
         },
       },
-      async (span) => {
-        try {
-          return await fn();
-        } catch (err) {
-          span.recordException(err as Error);
-          span.setStatus({ code: SpanStatusCode.ERROR });
-          throw err;
-        } finally {
-          span.end();
-        }
-      },
+      (span) => endSpanAfter(span, fn),
     ),
   );
 }
