@@ -19,8 +19,22 @@ function replacer(this: Record<string, unknown>, key: string, value: unknown): u
   return value;
 }
 
+/** Whether a value holds anything JSON cannot carry as it is (dates, non-finite numbers, regular expressions). */
+function needsTags(value: unknown): boolean {
+  if (typeof value === 'number') return !Number.isFinite(value);
+  if (value === null || typeof value !== 'object') return false;
+  if (value instanceof Date || value instanceof RegExp) return true;
+  if (Array.isArray(value)) {
+    for (const v of value) if (needsTags(v)) return true;
+    return false;
+  }
+  for (const key in value) if (needsTags((value as Record<string, unknown>)[key])) return true;
+  return false;
+}
+
 export function encodeJson(value: unknown): string {
-  return JSON.stringify(value, replacer);
+  // The replacer costs a call per value: most documents need none.
+  return needsTags(value) ? JSON.stringify(value, replacer) : JSON.stringify(value);
 }
 
 function revive(value: unknown): unknown {

@@ -126,8 +126,21 @@ function write(w: Writer, value: unknown): void {
   }
 }
 
+const NULL_KEY = Buffer.from([NULL]);
+
 /** The sortable bytes of one index key value (missing encodes like null). */
 export function encodeKey(value: unknown): Buffer {
+  // Fast paths for what index keys mostly are: strings without NUL, numbers, null.
+  if (typeof value === 'string' && !value.includes('\0')) {
+    const len = Buffer.byteLength(value, 'utf8');
+    const out = Buffer.allocUnsafe(len + 3);
+    out[0] = STRING;
+    out.write(value, 1, 'utf8');
+    out[len + 1] = END;
+    out[len + 2] = END;
+    return out;
+  }
+  if (value === null || value === undefined) return NULL_KEY;
   const w = new Writer();
   write(w, value);
   return w.done();

@@ -147,6 +147,7 @@ class CollState implements PlannerCollection {
   /** Documents held (kept up to date by writes; an estimate after a rolled-back write). */
   docs: number | undefined;
   byId?: Statement;
+  metaById?: Statement;
   insertDoc?: Statement;
   updateDoc?: Statement;
   deleteDoc?: Statement;
@@ -247,19 +248,27 @@ function isConstraintError(err: unknown): boolean {
   return err instanceof Database.SqliteError && err.code.startsWith('SQLITE_CONSTRAINT');
 }
 
+/** What one write changes in one index. */
+interface IndexChange {
+  idx: IndexState;
+  remove: Buffer[][];
+  add: Buffer[][];
+  multikey: boolean;
+}
+
 /** A document's entries in one index: their encoded keys, and whether an array supplied them. */
 interface IndexEntries {
   keys: Buffer[][];
   multikey: boolean;
 }
 
-const keyString = (key: readonly Buffer[]): string => key.map((b) => b.toString('hex')).join('.');
+const keyString = (key: readonly Buffer[]): string => (key.length === 1 ? (key[0] as Buffer).toString('latin1') : key.map((b) => b.toString('latin1')).join('\u0100'));
 
 function dedupe(values: unknown[]): Buffer[] {
   const seen = new Map<string, Buffer>();
   for (const v of values) {
     const k = encodeKey(v);
-    seen.set(k.toString('hex'), k);
+    seen.set(k.toString('latin1'), k);
   }
   return [...seen.values()];
 }
@@ -475,11 +484,15 @@ class SqliteStore implements SqliteDocumentStore {
     return result as R;
   }
 
-  /** Runs a read; resolves once every commit it could have seen is on disk. */
-  async read<R>(fn: () => R): Promise<R> {
+  /**
+   * Runs a read; resolves once every commit it could have seen is on disk. Inside a transaction
+   * (`inTransaction`) nothing waits: what it read reaches no caller before its commit, and the
+   * log is flushed in order, so the commit's own flush covers every commit before it.
+   */
+  async read<R>(fn: () => R, inTransaction = false): Promise<R> {
     this.assertUsable();
     const result = fn();
-    await this.durability.wait();
+    if (!inTransaction) await this.durability.wait();
     return result;
   }
 
@@ -650,7 +663,7 @@ class SqliteStore implements SqliteDocumentStore {
     return n;
   }
 
-  query(name: string, filter: Filter, opts: QueryOptions, tx: Txn | undefined): { docs: Doc[]; explain: QueryExplain } {
+  query(name: string, filter: Filter, opts: QueryOptions, tx: Txn | undefined): { docs: Doc[]; rows: (Row | undefined)[]; explain: QueryExplain } {
     const matcher = compileFilter(filter);
     const sort = compileSort(opts.sort);
     const skip = countOption(opts.skip, 'skip');
@@ -660,7 +673,7 @@ class SqliteStore implements SqliteDocumentStore {
     const c = this.state(name);
     const exclude = overlay ? new Set(overlay.keys()) : undefined;
     const selected = c ? this.select(c, filter, matcher, sort, want, exclude) : { rows: [], explain: emptyExplain(sort !== undefined) };
-    let items: { doc: Doc; v?: number }[] = selected.rows.map((r) => ({ doc: r.doc, v: r.v }));
+    let items: { doc: Doc; row?: Row }[] = selected.rows.map((r) => ({ doc: r.doc, row: r }));
     if (overlay) {
       for (const doc of overlay.values()) if (doc && matcher(doc)) items.push({ doc });
       if (sort) items = topK(items.map((i) => keyed(i, i.doc, sort)), sort, Infinity).map((k) => k.item);
@@ -672,11 +685,11 @@ class SqliteStore implements SqliteDocumentStore {
       const tc = tx.coll(name);
       for (const item of items) {
         const id = item.doc._id as string;
-        if (item.v !== undefined && !tc.base.has(id)) tc.base.set(id, item.v);
+        if (item.row !== undefined && !tc.base.has(id)) tc.base.set(id, item.row.v);
       }
     }
     selected.explain.nReturned = items.length;
-    return { docs: items.map((i) => i.doc), explain: selected.explain };
+    return { docs: items.map((i) => i.doc), rows: items.map((i) => i.row), explain: selected.explain };
   }
 
   count(name: string, filter: Filter, tx: Txn | undefined): number {
@@ -693,25 +706,52 @@ class SqliteStore implements SqliteDocumentStore {
     return tc && tc.writes.size > 0 ? tc.writes : undefined;
   }
 
-  /** The document with `id` as `tx` sees it, and its committed row. */
-  private visible(name: string, id: string, tx: Txn | undefined): { doc: Doc | undefined; row: Row | undefined } {
+  /** The committed row's place and version, without reading the document. */
+  private rowMeta(name: string, id: string): Row | undefined {
     const c = this.state(name);
-    const row = c ? this.rowById(c, id) : undefined;
+    if (!c) return undefined;
+    c.metaById ??= this.prepare(`SELECT rid, v FROM ${c.table} WHERE id = ?`);
+    const meta = c.metaById.get(id) as { rid: number; v: number } | undefined;
+    // The document is not needed by the callers (an insert over nothing, a transaction's write).
+    return meta ? { rid: meta.rid, v: meta.v, doc: {} } : undefined;
+  }
+
+  /** Whether a document with `id` exists as `tx` sees it, and its committed row (without the document). */
+  private visible(name: string, id: string, tx: Txn | undefined): { exists: boolean; row: Row | undefined } {
+    const row = this.rowMeta(name, id);
     const tc = tx?.colls.get(name);
-    if (tc?.writes.has(id)) return { doc: tc.writes.get(id) ?? undefined, row };
-    return { doc: row?.doc, row };
+    if (tc?.writes.has(id)) return { exists: tc.writes.get(id) != null, row };
+    return { exists: row !== undefined, row };
   }
 
   // ---- writes ------------------------------------------------------------------------------
 
-  /** Removes what the old version of a document contributes to indexes that change. */
-  private unindex(c: CollState, id: string, rid: number, before: Doc | null, after: Doc | null): void {
+  /** What a write changes in each index (computed once per write). */
+  private changesOf(c: CollState, before: Doc | null, after: Doc | null): IndexChange[] {
+    const out: IndexChange[] = [];
     for (const idx of c.indexes) {
       const old = entriesOf(idx, before);
-      if (old.keys.length === 0) continue;
-      const fresh = new Set(entriesOf(idx, after).keys.map(keyString));
+      const fresh = entriesOf(idx, after);
+      if (old.keys.length === 0 && fresh.keys.length === 0) continue;
+      if (old.keys.length === 1 && fresh.keys.length === 1 && keyString(old.keys[0] as Buffer[]) === keyString(fresh.keys[0] as Buffer[])) continue;
+      const oldSet = new Set(old.keys.map(keyString));
+      const freshSet = new Set(fresh.keys.map(keyString));
+      out.push({
+        idx,
+        remove: old.keys.filter((k) => !freshSet.has(keyString(k))),
+        add: fresh.keys.filter((k) => !oldSet.has(keyString(k))),
+        multikey: fresh.multikey,
+      });
+    }
+    return out;
+  }
+
+  /** Removes what the old version of a document contributes to indexes that change. */
+  private unindex(c: CollState, id: string, rid: number, before: Doc | null, after: Doc | null, changes: IndexChange[]): void {
+    for (const { idx, remove } of changes) {
+      if (remove.length === 0) continue;
       idx.remove ??= this.prepare(`DELETE FROM ${idx.table} WHERE ${idx.fields.map((_, i) => `k${i} = ?`).join(' AND ')} AND id = ?`);
-      for (const key of old.keys) if (!fresh.has(keyString(key))) idx.remove.run(...key, id);
+      for (const key of remove) idx.remove.run(...key, id);
     }
     for (const t of c.texts) {
       const old = textOf(t, before);
@@ -725,7 +765,7 @@ class SqliteStore implements SqliteDocumentStore {
    * Writes the document's new version (or deletes it) and adds its new index entries. A unique
    * index refuses a clash: DuplicateKeyError, and the caller's SQLite transaction undoes the rest.
    */
-  private store(c: CollState, id: string, row: Row | undefined, before: Doc | null, after: Doc | null): void {
+  private store(c: CollState, id: string, row: Row | undefined, before: Doc | null, after: Doc | null, changes: IndexChange[]): void {
     let rid = row?.rid;
     if (after === null) {
       if (rid === undefined) return;
@@ -748,21 +788,19 @@ class SqliteStore implements SqliteDocumentStore {
       c.updateDoc ??= this.prepare(`UPDATE ${c.table} SET v = ?, doc = jsonb(?) WHERE rid = ?`);
       c.updateDoc.run(this.nextVersion(), json, rid);
     }
-    for (const idx of c.indexes) {
-      const fresh = entriesOf(idx, after);
-      if (fresh.keys.length === 0) continue;
-      const old = new Set(entriesOf(idx, before).keys.map(keyString));
-      idx.insert ??= this.prepare(`INSERT INTO ${idx.table} (${idx.fields.map((_, i) => `k${i}`).join(', ')}, id, rid) VALUES (${idx.fields.map(() => '?').join(', ')}, ?, ?)`);
-      for (const key of fresh.keys) {
-        if (old.has(keyString(key))) continue;
-        try {
-          idx.insert.run(...key, id, rid);
-        } catch (err) {
-          if (isConstraintError(err)) throw new DuplicateKeyError(idx.name);
-          throw err;
+    for (const { idx, add, multikey } of changes) {
+      if (add.length > 0) {
+        idx.insert ??= this.prepare(`INSERT INTO ${idx.table} (${idx.fields.map((_, i) => `k${i}`).join(', ')}, id, rid) VALUES (${idx.fields.map(() => '?').join(', ')}, ?, ?)`);
+        for (const key of add) {
+          try {
+            idx.insert.run(...key, id, rid);
+          } catch (err) {
+            if (isConstraintError(err)) throw new DuplicateKeyError(idx.name);
+            throw err;
+          }
         }
       }
-      if (fresh.multikey && !idx.multikey) {
+      if (multikey && !idx.multikey) {
         idx.multikey = true;
         this.prepare('UPDATE store_indexes SET multikey = 1 WHERE coll = ? AND no = ?').run(c.no, idx.no);
       }
@@ -778,8 +816,9 @@ class SqliteStore implements SqliteDocumentStore {
   /** One document's change, directly (inside the operation's SQLite transaction). */
   private put(c: CollState, id: string, row: Row | undefined, after: Doc | null): void {
     const before = row?.doc ?? null;
-    if (row) this.unindex(c, id, row.rid, before, after);
-    this.store(c, id, row, before, after);
+    const changes = this.changesOf(c, before, after);
+    if (row) this.unindex(c, id, row.rid, before, after, changes);
+    this.store(c, id, row, before, after, changes);
   }
 
   /** The one write primitive of operations: applies directly, or buffers into the transaction. */
@@ -840,8 +879,8 @@ class SqliteStore implements SqliteDocumentStore {
   insert(name: string, input: unknown, tx: Txn | undefined): void {
     const doc = normalizeDocument(input);
     const id = doc._id as string;
-    const { doc: existing, row } = this.visible(name, id, tx);
-    if (existing) throw new DuplicateKeyError(ID_INDEX);
+    const { exists, row } = this.visible(name, id, tx);
+    if (exists) throw new DuplicateKeyError(ID_INDEX);
     this.write1(name, id, row, doc, tx);
   }
 
@@ -849,24 +888,25 @@ class SqliteStore implements SqliteDocumentStore {
     const compiled = compileUpdate(update);
     const queryOpts: QueryOptions = { limit: opts.multi ? 0 : 1 };
     if (opts.sort !== undefined) queryOpts.sort = opts.sort;
-    const { docs } = this.query(name, filter, queryOpts, tx);
+    const { docs, rows } = this.query(name, filter, queryOpts, tx);
     if (docs.length === 0) {
       if (!opts.upsert) return { matched: 0, modified: 0 };
       const seed = upsertSeed(filter, compiled);
       const { doc } = applyUpdate(seed, compiled, { insert: true, filter });
       const id = doc._id as string;
-      const { doc: existing, row } = this.visible(name, id, tx);
-      if (existing) throw new DuplicateKeyError(ID_INDEX);
+      const { exists, row } = this.visible(name, id, tx);
+      if (exists) throw new DuplicateKeyError(ID_INDEX);
       this.write1(name, id, row, doc, tx);
       return { matched: 0, modified: 0, upsertedId: id, after: doc };
     }
     // Every new version first: a bad update (`$inc` on a string) then changes nothing.
-    const changes = docs.map((old) => ({ old, ...applyUpdate(old, compiled, { insert: false, filter }) }));
+    const changes = docs.map((old, i) => ({ old, found: rows[i], ...applyUpdate(old, compiled, { insert: false, filter }) }));
     let modified = 0;
     for (const change of changes) {
       const id = change.old._id as string;
-      const c = this.state(name);
-      const row = c ? this.rowById(c, id) : undefined;
+      // A committed document as just read (same synchronous step), or the committed row under a
+      // transaction's own version.
+      const row = change.found ?? this.rowMeta(name, id);
       if (!change.changed) {
         // Changing nothing still decided on a version the transaction may have read earlier.
         if (tx) this.assertReadVersionCurrent(name, id, row, tx);
@@ -887,12 +927,11 @@ class SqliteStore implements SqliteDocumentStore {
   delete(name: string, filter: Filter, opts: { multi: boolean; sort?: SortSpec }, tx: Txn | undefined): Doc[] {
     const queryOpts: QueryOptions = { limit: opts.multi ? 0 : 1 };
     if (opts.sort !== undefined) queryOpts.sort = opts.sort;
-    const { docs } = this.query(name, filter, queryOpts, tx);
-    const c = this.state(name);
-    for (const doc of docs) {
+    const { docs, rows } = this.query(name, filter, queryOpts, tx);
+    docs.forEach((doc, i) => {
       const id = doc._id as string;
-      this.write1(name, id, c ? this.rowById(c, id) : undefined, null, tx);
-    }
+      this.write1(name, id, rows[i] ?? this.rowMeta(name, id), null, tx);
+    });
     return docs;
   }
 
@@ -1012,7 +1051,7 @@ class SqliteStore implements SqliteDocumentStore {
 
   /** Inside one SQLite transaction: validate every buffered write, then apply them all. */
   private commit(tx: Txn, writes: [string, TxnCollection][]): void {
-    const work: { c: CollState; id: string; row: Row | undefined; after: Doc | null; tc: TxnCollection }[] = [];
+    const work: { c: CollState; id: string; row: Row | undefined; after: Doc | null; tc: TxnCollection; changes: IndexChange[] }[] = [];
     for (const [name, tc] of writes) {
       const c = this.ensure(name);
       for (const [id, after] of tc.writes) {
@@ -1020,15 +1059,15 @@ class SqliteStore implements SqliteDocumentStore {
         if ((row?.v ?? 0) !== tc.base.get(id)) {
           throw new TransactionConflictError(`transaction write conflict on ${name}/${id}: another writer committed first`);
         }
-        work.push({ c, id, row, after, tc });
+        work.push({ c, id, row, after, tc, changes: this.changesOf(c, row?.doc ?? null, after) });
       }
     }
     // Old index entries of every document first, so keys moving between the transaction's own
     // documents do not clash with themselves.
-    for (const w of work) if (w.row) this.unindex(w.c, w.id, w.row.rid, w.row.doc, w.after);
+    for (const w of work) if (w.row) this.unindex(w.c, w.id, w.row.rid, w.row.doc, w.after, w.changes);
     for (const w of work) {
       try {
-        this.store(w.c, w.id, w.row, w.row?.doc ?? null, w.after);
+        this.store(w.c, w.id, w.row, w.row?.doc ?? null, w.after, w.changes);
       } catch (err) {
         if (err instanceof DuplicateKeyError && !this.clashIsOwn(w.c, err.index, w.after, w.tc)) {
           // Someone committed the same key after this transaction's own check passed: run it again.
@@ -1112,7 +1151,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     assertOptions(options, ['session'], 'insertOne');
     const store = this.store;
     const tx = store.txOf(options);
-    if (tx) return store.read(() => store.insert(this.name, doc, tx));
+    if (tx) return store.read(() => store.insert(this.name, doc, tx), true);
     await store.write(() => store.insert(this.name, doc, undefined));
   }
 
@@ -1121,7 +1160,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     if (!Array.isArray(docs)) throw new TypeError('insertMany needs an array of documents');
     const store = this.store;
     const tx = store.txOf(options);
-    if (tx) return store.read(() => docs.forEach((doc) => store.insert(this.name, doc, tx)));
+    if (tx) return store.read(() => docs.forEach((doc) => store.insert(this.name, doc, tx)), true);
     if (docs.length === 0) return;
     // Ordered: documents before a failure stay inserted.
     await store.writePartial(() => {
@@ -1134,7 +1173,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     const store = this.store;
     const tx = store.txOf(options);
     compileProjection(options?.projection);
-    const { docs } = await store.read(() => store.query(this.name, filter, { ...sortOf(options), limit: 1 }, tx));
+    const { docs } = await store.read(() => store.query(this.name, filter, { ...sortOf(options), limit: 1 }, tx), tx !== undefined);
     const doc = docs[0];
     return doc ? this.out(doc, options?.projection) : null;
   }
@@ -1144,7 +1183,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     const store = this.store;
     const tx = store.txOf(options);
     const projection = compileProjection(options?.projection);
-    const { docs } = await store.read(() => store.query(this.name, filter, pageOf(options), tx));
+    const { docs } = await store.read(() => store.query(this.name, filter, pageOf(options), tx), tx !== undefined);
     return docs.map((d) => (projection ? projection.apply(d) : d) as T);
   }
 
@@ -1159,7 +1198,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     assertOptions(options, ['session'], 'countDocuments');
     const store = this.store;
     const tx = store.txOf(options);
-    return store.read(() => store.count(this.name, filter, tx));
+    return store.read(() => store.count(this.name, filter, tx), tx !== undefined);
   }
 
   async updateOne(filter: Filter, update: Update, options?: UpdateOptions): Promise<UpdateResult> {
@@ -1172,7 +1211,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
 
   private run<R>(tx: Txn | undefined, fn: () => R, partial = false): Promise<R> {
     const store = this.store;
-    if (tx) return store.read(fn);
+    if (tx) return store.read(fn, true);
     return partial ? store.writePartial(fn) : store.write(fn);
   }
 

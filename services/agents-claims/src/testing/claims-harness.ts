@@ -89,13 +89,21 @@ export interface ClaimsHarness {
 
 export const AGENT_SCOPES = ['issues:read', 'issues:write', 'agents:read', 'agents:execute'];
 
-export async function createClaimsHarness(options: { leaseSeconds?: number; startTimeoutMs?: number; idempotencyLeaseMs?: number } = {}): Promise<ClaimsHarness> {
-  const planning = await createPlanningHarness();
+export async function createClaimsHarness(
+  options: {
+    leaseSeconds?: number;
+    startTimeoutMs?: number;
+    idempotencyLeaseMs?: number;
+    /** Opens each store the harness needs (issues, agents-claims); default: in-memory embedded stores (benchmarks pass others). */
+    openStore?: () => EmbeddedDocumentStore;
+  } = {},
+): Promise<ClaimsHarness> {
+  const planning = await createPlanningHarness(options.openStore ? { store: options.openStore() } : {});
   const support = await claimSupportOf(planning);
   const issuesHooks: ClaimsHarness['issuesHooks'] = {};
   const issues: IssuesClient = rpcClientOf(ClaimSupportService, support, issuesHooks);
   const access = createRemoteAccess({ getAccess: (request, opts) => planning.workspaceRpc.getAccess(request, opts?.principal ?? ANONYMOUS_PRINCIPAL) });
-  const store = createEmbeddedStore();
+  const store = options.openStore?.() ?? createEmbeddedStore();
   const outbox = await createOutbox({ store: store as DocumentStore, bus: createInProcessBus(), source: 'agents-claims', logger: quiet });
   const meter = await createUsageMeter(store, { clock: () => new Date(planning.now) });
   const claims = await ClaimRepository.open(store, outbox);
