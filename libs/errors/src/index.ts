@@ -4,6 +4,10 @@
  * edges (HTTP routes, gRPC handlers and clients, the MCP endpoint) translate it.
  */
 
+import { redactSecrets } from './redact.js';
+
+export { looksSecret, redactSecrets } from './redact.js';
+
 export const ERROR_CODES = [
   'invalid-input',
   'unauthorized',
@@ -15,6 +19,8 @@ export const ERROR_CODES = [
   'not-entitled',
   'method-not-allowed',
   'payload-too-large',
+  'uri-too-long',
+  'headers-too-large',
   'internal',
   'unavailable',
 ] as const;
@@ -63,6 +69,9 @@ export const ERROR_TABLE: Readonly<Record<ErrorCode, ErrorMapping>> = {
   'not-entitled': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, jsonRpc: -32006 },
   'method-not-allowed': { http: 405, grpc: GrpcStatus.UNIMPLEMENTED, jsonRpc: -32601 },
   'payload-too-large': { http: 413, grpc: GrpcStatus.INVALID_ARGUMENT, jsonRpc: -32602 },
+  // Refused by the HTTP layer before any route runs (the request line or headers are too long).
+  'uri-too-long': { http: 414, grpc: GrpcStatus.INVALID_ARGUMENT, jsonRpc: -32600 },
+  'headers-too-large': { http: 431, grpc: GrpcStatus.INVALID_ARGUMENT, jsonRpc: -32600 },
   internal: { http: 500, grpc: GrpcStatus.INTERNAL, jsonRpc: -32603 },
   unavailable: { http: 503, grpc: GrpcStatus.UNAVAILABLE, jsonRpc: -32000 },
 };
@@ -138,16 +147,37 @@ export class ServiceError extends Error {
     return ERROR_TABLE[this.code].jsonRpc;
   }
 
+  /** The documented envelope. Messages and field names may echo input, so credentials in them are redacted. */
   toBody(): ErrorBody {
-    const body: ErrorBody = { error: { code: this.code, message: this.message } };
+    const body: ErrorBody = { error: { code: this.code, message: publicMessage(this.message) } };
     if (this.details.reason !== undefined) body.error.reason = this.details.reason;
-    if (this.details.field !== undefined) body.error.field = this.details.field;
+    if (this.details.field !== undefined) body.error.field = redactSecrets(this.details.field);
     if (this.details.quota !== undefined) body.error.quota = this.details.quota;
     if (this.details.failedIds !== undefined) body.error.failedIds = this.details.failedIds;
     if (this.details.missingCheckIds !== undefined) body.error.missingCheckIds = this.details.missingCheckIds;
     return body;
   }
 }
+
+/**
+ * A message as callers may see it: credentials redacted, and internal gRPC method names
+ * (`planning.issues.v1.TaskService/GetTask`) replaced by the service they belong to.
+ */
+export function publicMessage(message: string): string {
+  return redactSecrets(message).replace(/(^|\b)planning\.([a-z]+)\.v\d+\.[A-Za-z]+\/[A-Za-z]+/g, (_m, start: string, pkg: string) =>
+    `${start}${start === '' ? 'The' : 'the'} ${SERVICE_OF_PACKAGE[pkg] ?? pkg} service`,
+  );
+}
+
+/** Proto packages (`planning.<package>.v1`) by the service that serves them. */
+const SERVICE_OF_PACKAGE: Record<string, string> = {
+  issues: 'issues',
+  claims: 'agents-claims',
+  imports: 'imports-exports',
+  exports: 'imports-exports',
+  audit: 'audit',
+  usage: 'usage',
+};
 
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);

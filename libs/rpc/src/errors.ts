@@ -27,7 +27,9 @@ interface GrpcCallError {
 /**
  * Turns a failed call back into the ServiceError the server threw, when the server is ours (it
  * sent x-error-code); otherwise classifies the transport failure. Transport details (addresses,
- * socket errors) stay in `cause`, never in the message, because messages reach API callers.
+ * socket errors) stay in `cause`, never in the message, because messages reach API callers;
+ * `what` (the method) is rewritten to its service's name when a message is answered
+ * (`publicMessage` in @planning/errors).
  */
 export function statusToServiceError(error: GrpcCallError, what: string): ServiceError {
   const code = firstString(error.metadata, ERROR_CODE_HEADER);
@@ -36,11 +38,11 @@ export function statusToServiceError(error: GrpcCallError, what: string): Servic
   }
   switch (error.code) {
     case GrpcCode.DEADLINE_EXCEEDED:
-      return new ServiceError('unavailable', `${what}: deadline exceeded`, {}, { cause: error });
+      return new ServiceError('unavailable', `${what} did not answer in time; try again`, {}, { cause: error });
     case GrpcCode.UNAVAILABLE:
-      return new ServiceError('unavailable', `${what}: service unavailable`, {}, { cause: error });
+      return new ServiceError('unavailable', `${what} cannot be reached; try again shortly`, {}, { cause: error });
     case GrpcCode.CANCELLED:
-      return new ServiceError('unavailable', `${what}: call cancelled`, {}, { cause: error });
+      return new ServiceError('unavailable', `${what} call was cancelled; try again`, {}, { cause: error });
     default:
       return new ServiceError('internal', 'Internal error', {}, { cause: error });
   }

@@ -3,11 +3,14 @@
  * wrong, and (in processes that run the gateway) the API routes the gateway registers on it.
  */
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Span } from '@opentelemetry/api';
+import { randomBytes } from 'node:crypto';
+import { STATUS_CODES, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { ServiceError, toServiceError } from '@planning/errors';
 import { recordHttpServerRequest } from '@planning/telemetry';
-import { Ajv } from 'ajv';
+import { Ajv, type AnySchema, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyHttpOptions, type FastifyReply } from 'fastify';
 import type { ModuleDefinition, RuntimeView } from './registry.js';
 
 export interface HttpAppOptions {
@@ -20,6 +23,11 @@ export interface HttpAppOptions {
   /** Which proxies to trust for `X-Forwarded-*` (client addresses, https detection): true, or a list of addresses/CIDRs. */
   trustProxy?: boolean | string;
 }
+
+/** The longest request line (method, path and query) the service reads; longer is 414. */
+export const MAX_REQUEST_LINE_BYTES = 8 * 1024;
+/** The most the request line and headers may take together (Node's parser limit); more is 431 (414 when the line is the cause). */
+export const MAX_HEADER_BYTES = 16 * 1024;
 
 /** Maps a fastify/framework error to the documented envelope's code. */
 function frameworkError(err: FastifyError): ServiceError {
@@ -36,7 +44,11 @@ function frameworkError(err: FastifyError): ServiceError {
       field,
     });
   }
-  if (status === 413) return new ServiceError('payload-too-large', 'Request body is too large');
+  if (err.code === 'FST_ERR_BAD_URL') return new ServiceError('invalid-input', 'The path is not valid percent-encoding', { field: 'path' });
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    return new ServiceError('uri-too-long', `The request line (path and query) is longer than ${MAX_REQUEST_LINE_BYTES} bytes`, { field: 'url' });
+  }
+  if (status === 413) return new ServiceError('payload-too-large', 'Request body is too large', { field: 'body' });
   if (status === 404) return new ServiceError('not-found', 'Not found');
   if (status === 405) return new ServiceError('method-not-allowed', 'Method not allowed');
   if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
@@ -49,6 +61,94 @@ function frameworkError(err: FastifyError): ServiceError {
     });
   }
   return toServiceError(err);
+}
+
+/**
+ * A validator per schema: query strings, params and headers arrive as text and are coerced to
+ * the schema's types; JSON bodies are typed already and are never coerced (a number is not a
+ * name). Coercion turns "Infinity" and "1e309" into numbers that Ajv then lets pass every bound
+ * (it checks bounds only on finite numbers), so coerced parts are refused when they hold one.
+ */
+function createValidatorCompiler() {
+  const make = (coerceTypes: false | 'array') => {
+    const ajv = new Ajv({ coerceTypes, useDefaults: true, removeAdditional: false, allErrors: false });
+    addFormats.default(ajv);
+    ajv.addKeyword({ keyword: 'example' });
+    return ajv;
+  };
+  const coercing = make('array');
+  const strict = make(false);
+  return ({ schema, httpPart }: { schema: AnySchema; httpPart?: string }) =>
+    httpPart === 'body' ? strict.compile(schema) : finiteOnly(coercing.compile(schema));
+}
+
+/** Where `data` (a coerced query, params or headers object) holds a number that is not finite. */
+function nonFinitePath(data: unknown): string | undefined {
+  if (data === null || typeof data !== 'object') return undefined;
+  for (const [key, value] of Object.entries(data)) {
+    const values: unknown[] = Array.isArray(value) ? value : [value];
+    if (values.some((v) => typeof v === 'number' && !Number.isFinite(v))) return `/${key}`;
+  }
+  return undefined;
+}
+
+function finiteOnly(validate: ValidateFunction): ValidateFunction {
+  const wrapped = ((data: unknown) => {
+    if (!validate(data)) {
+      wrapped.errors = validate.errors;
+      return false;
+    }
+    const path = nonFinitePath(data);
+    if (path === undefined) {
+      wrapped.errors = null;
+      return true;
+    }
+    wrapped.errors = [{ instancePath: path, schemaPath: '#/type', keyword: 'type', params: {}, message: 'must be a finite number' }];
+    return false;
+  }) as ValidateFunction;
+  return wrapped;
+}
+
+/**
+ * Requests the HTTP parser refuses before any route sees them (a request line or headers too
+ * large, a malformed request): the same envelope as every other failure. The answer is written,
+ * the socket half-closed and what the client still sends is read and dropped for a moment
+ * ("lingering close"): closing at once would make the kernel reset a connection whose client is
+ * still writing — a 1 MB query string — and the client would lose the answer.
+ */
+const answeredSockets = new WeakSet<Socket>();
+
+export function answerClientError(err: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
+  if (answeredSockets.has(socket)) return; // the parser reports again for every chunk after an error
+  if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  answeredSockets.add(socket);
+  let error: ServiceError;
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    const packet = Buffer.isBuffer(err.rawPacket) ? err.rawPacket : Buffer.alloc(0);
+    const lineEnd = packet.indexOf('\r\n');
+    const lineTooLong = lineEnd < 0 ? packet.length > MAX_REQUEST_LINE_BYTES : lineEnd > MAX_REQUEST_LINE_BYTES;
+    error = lineTooLong
+      ? new ServiceError('uri-too-long', `The request line (path and query) is longer than ${MAX_REQUEST_LINE_BYTES} bytes`, { field: 'url' })
+      : new ServiceError('headers-too-large', `The request headers are larger than ${MAX_HEADER_BYTES} bytes`, { field: 'headers' });
+  } else {
+    error = new ServiceError('invalid-input', 'Malformed HTTP request', { field: 'request' });
+  }
+  const body = JSON.stringify(error.toBody());
+  socket.end(
+    `HTTP/1.1 ${error.httpStatus} ${STATUS_CODES[error.httpStatus] ?? ''}\r\n` +
+      `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+  socket.on('data', () => undefined);
+  socket.resume();
+  setTimeout(() => socket.destroy(), 2_000).unref();
+}
+
+/** Request ids are random (a counter repeats across processes and restarts): a 5xx quotes one, the log line has it. */
+function newRequestId(): string {
+  return `req_${randomBytes(8).toString('hex')}`;
 }
 
 declare module 'fastify' {
@@ -124,30 +224,47 @@ function registerRequestLog(app: FastifyInstance): void {
 }
 
 export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
-  const serverOptions: FastifyServerOptions = {
+  const serverOptions: FastifyHttpOptions<Server> = {
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     trustProxy: options.trustProxy ?? false,
     forceCloseConnections: 'idle',
-    return503OnClosing: true,
+    // Requests that arrive while the server closes get 503 in the envelope (below), not Fastify's body.
+    return503OnClosing: false,
     // Fastify's own request lines carry the whole URL, query string included (search text, filter
     // ids): one line per request is written below instead, without the query.
     logController: new LogController({ disableRequestLogging: true }),
+    genReqId: newRequestId,
+    http: { maxHeaderSize: MAX_HEADER_BYTES },
+    // Params are bounded by their schemas (400 naming the field); the router's own limit only
+    // stops pathological paths, and the request line is bounded anyway.
+    routerOptions: { maxParamLength: MAX_REQUEST_LINE_BYTES },
+    clientErrorHandler: answerClientError,
+    frameworkErrors: (err, _request, reply) => {
+      const error = frameworkError(err);
+      void (reply as unknown as FastifyReply).status(error.httpStatus).send(error.toBody());
+    },
   };
   const app: FastifyInstance = options.logger
     ? Fastify({ ...serverOptions, loggerInstance: options.logger })
     : Fastify({ ...serverOptions, logger: false });
 
-  // Query strings, params and headers arrive as text and are coerced to the schema's types;
-  // JSON bodies are typed already and are never coerced (a number is not a name).
-  const coercing = new Ajv({ coerceTypes: 'array', useDefaults: true, removeAdditional: false, allErrors: false });
-  const strict = new Ajv({ coerceTypes: false, useDefaults: true, removeAdditional: false, allErrors: false });
-  for (const ajv of [coercing, strict]) {
-    addFormats.default(ajv);
-    ajv.addKeyword({ keyword: 'example' });
-  }
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? strict : coercing).compile(schema),
-  );
+  app.setValidatorCompiler(createValidatorCompiler());
+
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async () => {
+    if (closing) throw new ServiceError('unavailable', 'The service is shutting down; retry shortly');
+  });
+
+  // A request line that Node's parser accepted (headers and line under 16 KiB together) may still
+  // be longer than the service reads.
+  app.addHook('onRequest', async (request) => {
+    if ((request.raw.url ?? '').length > MAX_REQUEST_LINE_BYTES) {
+      throw new ServiceError('uri-too-long', `The request line (path and query) is longer than ${MAX_REQUEST_LINE_BYTES} bytes`, { field: 'url' });
+    }
+  });
 
   registerTracing(app);
   if (options.logger) registerRequestLog(app);
@@ -155,13 +272,20 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   app.setErrorHandler((err: FastifyError | ServiceError, request, reply) => {
     const error = err instanceof ServiceError ? err : frameworkError(err as FastifyError);
     request.traceSpan?.setAttribute('error.type', error.code);
-    if (error.code === 'internal') {
-      request.log.error({ err }, 'request failed');
-    }
     if (error.details.retryAfterSeconds !== undefined) {
       void reply.header('retry-after', String(Math.max(1, Math.ceil(error.details.retryAfterSeconds))));
     }
-    void reply.status(error.httpStatus).send(error.toBody());
+    if (error.httpStatus < 500) {
+      void reply.status(error.httpStatus).send(error.toBody());
+      return;
+    }
+    // A failure on our side: the caller learns what failed and which request it was (to quote
+    // when reporting it); the log line with the same id has the cause.
+    request.log.error({ err }, 'request failed');
+    const body = error.toBody();
+    const what = `${request.method} ${request.routeOptions.url ?? 'this request'}`;
+    if (error.code === 'internal') body.error.message = `The service failed to complete ${what}`;
+    void reply.status(error.httpStatus).send({ error: { ...body.error, requestId: request.id } });
   });
 
   app.setNotFoundHandler((request, reply) => {

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { context, isSpanContextValid, trace } from '@opentelemetry/api';
+import { redactSecrets } from '@planning/errors';
 import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
 
 /** The logger every library accepts. */
@@ -49,6 +50,10 @@ export function createLogger(options: LoggerOptions): Logger {
       formatters: { level: (label) => ({ level: label }) },
       redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
       mixin: traceFields,
+      // Field paths above catch credentials where they belong; this catches them anywhere else
+      // (a token pasted into a path, a cookie value in a message). The line is JSON already and
+      // the patterns never span a quote, so it stays valid.
+      hooks: { streamWrite: redactSecrets },
     },
     options.destination ?? pino.destination({ dest: 1, sync: false }),
   );

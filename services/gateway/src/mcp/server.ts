@@ -1,5 +1,5 @@
 import { ProtocolError, ProtocolErrorCode, Server, type AuthInfo, type CallToolResult, type McpRequestContext, type Tool } from '@modelcontextprotocol/server';
-import { ServiceError, toServiceError } from '@planning/errors';
+import { ServiceError, toServiceError, publicMessage } from '@planning/errors';
 import type { Principal } from '@planning/rpc';
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
@@ -103,7 +103,7 @@ export function createServerFactory(deps: GatewayDeps, logger: FastifyBaseLogger
         const error = toServiceError(err);
         if (error.code === 'invalid-input') {
           // Named as the tool's arguments, not the service's request fields.
-          const problem = argumentProblemOf(tool, error.details.field || undefined, toolMentions(error.message, state.view));
+          const problem = argumentProblemOf(tool, error.details.field || undefined, toolMentions(publicMessage(error.message), state.view));
           throw new ProtocolError(ProtocolErrorCode.InvalidParams, problem.message, { code: 'invalid-input', ...(problem.field ? { field: problem.field } : {}) });
         }
         if (error.code === 'internal') {
