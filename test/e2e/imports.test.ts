@@ -255,6 +255,9 @@ describe.each<Mode>(['all-in-one', 'distributed'])('imports (%s)', (mode) => {
     expect(refused.body.error.quota).toMatchObject({ kind: 'imports', limit: 2, used: 2 });
     const blocked = await preview(s, envelope(rows(s, 1)));
     expect(blocked.body.data).toMatchObject({ status: 'blocked', summary: { quotaExceeded: true } });
+    const blockedCommit = await commit(blocked.body.data.id);
+    expect(blockedCommit.status).toBe(403);
+    expect(blockedCommit.body.error).toMatchObject({ code: 'quota-exceeded', quota: { kind: 'imports', limit: 2, used: 2 } });
     expect(await tasksOf(s.id)).toHaveLength(2);
   });
 
@@ -368,8 +371,10 @@ describe.each<Mode>(['all-in-one', 'distributed'])('imports (%s)', (mode) => {
     const res = await preview(s, rows(s, 501));
     expect(res.body.data).toMatchObject({ status: 'blocked', summary: { quotaExceeded: true, creates: 501 } });
     expect(res.body.data.quotaImpact.storedTasks).toEqual({ limit: 500, used: 0, creates: 501, exceeded: true });
+    // Committing it is the plan's refusal, as any quota: 403 quota-exceeded with the quota.
     const c = await commit(res.body.data.id);
-    expect(c.status).toBe(400);
+    expect(c.status).toBe(403);
+    expect(c.body.error).toMatchObject({ code: 'quota-exceeded', quota: { kind: 'stored-tasks', limit: 500, used: 0 } });
     expect(await tasksOf(s.id)).toHaveLength(0);
   });
 

@@ -9,6 +9,7 @@ const STATUS = ['active', 'paused', 'completed', 'archived'] as const;
 
 interface CreateBody {
   programId: string;
+  workspaceId?: string;
   name: string;
   ownerIds?: string[];
   goal?: string;
@@ -24,6 +25,7 @@ export async function initiativeRoutes(app: FastifyInstance, deps: GatewayDeps):
     '/api/initiatives',
     {
       schema: {
+        operationId: 'listInitiatives',
         summary: 'List initiatives',
         querystring: {
           type: 'object',
@@ -51,6 +53,7 @@ export async function initiativeRoutes(app: FastifyInstance, deps: GatewayDeps):
     '/api/initiatives',
     {
       schema: {
+        operationId: 'createInitiative',
         summary: 'Create an initiative in a program',
         description: '`ownerIds` must be members of the workspace (default: the caller). `contextPack` lists files, documents and links agents read as context.',
         body: {
@@ -59,6 +62,7 @@ export async function initiativeRoutes(app: FastifyInstance, deps: GatewayDeps):
           additionalProperties: false,
           properties: {
             programId: idSchema,
+            workspaceId: { ...idSchema, description: "Optional: the program's workspace (400 if it is another)." },
             name: { type: 'string', minLength: 1, maxLength: 200 },
             ownerIds: { type: 'array', maxItems: 20, items: idSchema },
             goal: { type: 'string', maxLength: 2000 },
@@ -87,7 +91,7 @@ export async function initiativeRoutes(app: FastifyInstance, deps: GatewayDeps):
   app.get<{ Params: { id: string } }>(
     '/api/initiatives/:id',
     {
-      schema: { summary: 'An initiative (with its context pack)', params: idParams, response: { 200: ok(initiativeSchema) } },
+      schema: { operationId: 'getInitiative', summary: 'An initiative (with its context pack)', params: idParams, response: { 200: ok(initiativeSchema) } },
       config: { access: { auth: 'session-or-token', scope: 'projects:read' } },
     },
     async (request) => {

@@ -85,6 +85,27 @@ export interface PreviewInput {
   workspaceId?: string;
 }
 
+/**
+ * Why a blocked preview cannot be committed: a plan quota it would exceed is the plan's refusal,
+ * 403 `quota-exceeded` with the quota (as any quota refusal); an unsupported schema version is
+ * the payload's fault, 400 naming `previewId`.
+ */
+function blockedCommit(preview: PreviewRecord, now: Date): ServiceError {
+  const { imports, storedTasks } = preview.quotaImpact;
+  if (imports.exceeded) {
+    return quotaExceeded('imports', { limit: imports.limit, used: imports.used, resetsAt: quotaResetsAt(now).toISOString() });
+  }
+  if (storedTasks.exceeded) {
+    return new ServiceError('quota-exceeded', `The workspace's plan stores at most ${storedTasks.limit} tasks; this import would create ${storedTasks.creates}`, {
+      quota: { kind: 'stored-tasks', limit: storedTasks.limit ?? 0, used: storedTasks.used, resetsAt: quotaResetsAt(now).toISOString() },
+    });
+  }
+  return new ServiceError('invalid-input', 'This preview is blocked (its schema version is not supported): it cannot be committed', {
+    field: 'previewId',
+    reason: 'preview-blocked',
+  });
+}
+
 export type PreviewStatus = 'ready' | 'blocked' | 'committed' | 'expired';
 export type ProgressStatus = PreviewStatus | 'committing';
 export type ActiveStep = 'validate' | 'commit' | 'write' | 'done' | 'expired';
@@ -447,9 +468,7 @@ export class ImportsCore {
       const current = attempt === 0 ? preview : await repo.get(preview._id);
       if (!current) throw new ServiceError('not-found', 'Import preview not found');
       if (current.commit?.state === 'committed') return { ...current, state: 'committed' };
-      if (current.status === 'blocked') {
-        throw new ServiceError('invalid-input', 'This preview is blocked (unsupported schema or quota): it cannot be committed', { field: 'previewId', reason: 'preview-blocked' });
-      }
+      if (current.status === 'blocked') throw blockedCommit(current, now);
       const ownerUntil = new Date(now.getTime() + this.deps.commitLeaseMs);
       if (!current.commit) {
         if (current.expiresAt <= now) {

@@ -125,7 +125,9 @@ describe('planning records: programs and initiatives', () => {
       },
       owner,
     );
-    await h.programs.createInitiative({ programId: other, name: 'Other thing', status: 'completed' }, owner);
+    await h.programs.createInitiative({ programId: other, name: 'Other thing', status: 'completed', workspaceId: ws }, owner);
+    const mismatch = await failure(h.programs.createInitiative({ programId, name: 'Elsewhere', workspaceId: 'ws_other' }, owner));
+    expect(mismatch).toMatchObject({ code: 'invalid-input', details: { field: 'workspaceId' } });
     expect(initiative).toMatchObject({ workspaceId: ws, programId, goal: 'Launch', ownerIds: ['usr_owner', 'usr_pm'], startDate: '2025-06-01', targetDate: '2025-09-01' });
     expect(initiative?.contextPack).toHaveLength(2);
     expect((await h.programs.getInitiative({ id: initiative?.id as string }, owner)).initiative?.contextPack[1]?.url).toBe('https://example.com/spec');

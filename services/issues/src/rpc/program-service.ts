@@ -121,6 +121,10 @@ export function createProgramService(deps: ProgramServiceDeps): ServiceImplement
       const program = await planning.findProgram(programId);
       if (!program) throw new ServiceError('not-found', 'Program not found');
       await access.record(ctx, 'Program', program.workspaceId, MANAGE_PROJECTS);
+      // Checked after access, so a stranger learns nothing about the program's workspace.
+      if (request.workspaceId !== undefined && request.workspaceId !== program.workspaceId) {
+        throw invalidInput('workspaceId', "'workspaceId' is not the program's workspace");
+      }
       const ownerIds = await ownersIn(ctx, program.workspaceId, request.ownerIds, 'ownerIds');
       const initiative = await planning.createInitiative(
         {

@@ -745,9 +745,9 @@ export const CommitImportResponseSchema: GenMessage<CommitImportResponse> = /*@_
  * Previews and commits need a workspace admin or owner session, a system administrator, or a token
  * with scope `admin` of the workspace (DECISIONS §1); a token of another workspace gets 404.
  *
- * Errors: 400 invalid-input (naming the field; reasons `preview-blocked`, `preview-expired`), 401
- * unauthorized, 403 forbidden, 403 quota-exceeded (`imports` or `stored-tasks`, with the `quota`
- * object), 404 not-found, 409 work-already-claimed (reason `idempotency-in-flight`), 413
+ * Errors: 400 invalid-input (naming the field; reasons `preview-blocked` for an unsupported schema,
+ * `preview-expired`), 401 unauthorized, 403 forbidden, 403 quota-exceeded (`imports` or
+ * `stored-tasks`, with the `quota` object; also committing a preview a quota blocked), 404 not-found, 409 work-already-claimed (reason `idempotency-in-flight`), 413
  * payload-too-large (more than 10,000 rows).
  *
  * @generated from service planning.imports.v1.ImportService
