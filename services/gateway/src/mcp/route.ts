@@ -223,6 +223,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
       MCP_PATH,
       {
         schema: {
+          operationId: 'mcp',
           summary: 'Remote MCP endpoint (JSON-RPC 2.0 over Streamable HTTP)',
           description: [
             `Protocol revisions: ${PROTOCOL_VERSIONS.join(', ')} (2026-07-28 statelessly with the per-request \`_meta\` envelope; the session-era ones with \`initialize\`, without sessions).`,
@@ -242,7 +243,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
             type: 'object',
             description: 'One JSON-RPC 2.0 request or notification.',
             required: ['jsonrpc', 'method'],
-            properties: { jsonrpc: { type: 'string', enum: ['2.0'] }, id: { type: ['string', 'integer'] }, method: { type: 'string' }, params: { type: 'object' } },
+            properties: { jsonrpc: { type: 'string', enum: ['2.0'] }, id: { type: ['string', 'integer'], maxLength: 200, minimum: -9007199254740991, maximum: 9007199254740991 }, method: { type: 'string', maxLength: 200 }, params: { type: 'object' } },
           },
           response: {
             200: { description: 'A JSON-RPC response (result or error)', type: 'object', additionalProperties: true },
@@ -315,6 +316,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
       MCP_PATH,
       {
         schema: {
+          operationId: 'mcpPreflight',
           summary: 'CORS preflight for browser origins listed in MCP_ALLOWED_ORIGINS',
           description: 'No credentials needed. A listed `Origin` gets `Access-Control-Allow-Origin`, `-Methods: POST`, `-Headers` (the requested ones) and `-Max-Age`; an unlisted one 403 `origin-not-allowed`; no `Origin`: 204 with `Allow: POST`.',
           response: { 204: { description: 'Preflight answered', type: 'null' }, 403: errorBody('forbidden: the `Origin` is not allowed (`origin-not-allowed`)') },
@@ -335,7 +337,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
     );
 
     const closed = { summary: 'Not allowed (405): the endpoint has no server-initiated stream and no sessions', response: { 405: errorBody('method-not-allowed') } };
-    scope.get(MCP_PATH, { schema: closed, config: { access: { auth: 'public' } } }, notAllowed);
-    scope.delete(MCP_PATH, { schema: closed, config: { access: { auth: 'public' } } }, notAllowed);
+    scope.get(MCP_PATH, { schema: { ...closed, operationId: 'mcpGet' }, config: { access: { auth: 'public' } } }, notAllowed);
+    scope.delete(MCP_PATH, { schema: { ...closed, operationId: 'mcpDelete' }, config: { access: { auth: 'public' } } }, notAllowed);
   });
 }

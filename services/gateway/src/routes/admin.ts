@@ -1,11 +1,11 @@
 import { ServiceError } from '@planning/errors';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok, page } from '../openapi.js';
+import { component, entityRefSchema, ok, page } from '../openapi.js';
 
-const ref = { type: 'object', required: ['type', 'id'], properties: { type: { type: 'string' }, id: { type: 'string' } } } as const;
+const ref = entityRefSchema;
 
-const auditEventSchema = {
+const auditEventSchema = component('AuditEvent', {
   type: 'object',
   required: ['id', 'type', 'workspaceId', 'actor', 'subject', 'outcome', 'reason', 'changedFields', 'at'],
   properties: {
@@ -19,10 +19,10 @@ const auditEventSchema = {
     changedFields: { type: 'array', items: { type: 'string' }, description: 'Names (never values) of the fields a change touched.' },
     at: { type: 'string', format: 'date-time' },
   },
-} as const;
+});
 
 // Permissive: diagnostics grow (product readiness) and a strict schema would silently drop new fields.
-const diagnosticsSchema = {
+const diagnosticsSchema = component('Diagnostics', {
   type: 'object',
   additionalProperties: true,
   required: ['generatedAt', 'audit', 'redacted'],
@@ -65,7 +65,7 @@ const diagnosticsSchema = {
       },
     },
   },
-} as const;
+});
 
 const auditQuery = {
   type: 'object',
@@ -82,7 +82,7 @@ export async function adminRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
   app.get(
     '/api/admin/diagnostics',
     {
-      schema: { summary: 'Redacted audit summary and launch readiness for the workspaces the caller administers', response: { 200: ok(diagnosticsSchema) } },
+      schema: { operationId: 'getDiagnostics', summary: 'Redacted audit summary and launch readiness for the workspaces the caller administers', response: { 200: ok(diagnosticsSchema) } },
       config: { access: { auth: 'session-or-token', scope: 'admin' } },
     },
     async (request) => {
@@ -123,6 +123,7 @@ export async function adminRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/admin/audit-events',
     {
       schema: {
+        operationId: 'listAuditEvents',
         summary: 'The redacted audit trail, newest first',
         querystring: auditQuery,
         response: { 200: page(auditEventSchema) },

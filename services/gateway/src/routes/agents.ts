@@ -19,9 +19,9 @@ import type {
 } from '@planning/proto/planning/claims/v1/claims_pb';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok, page } from '../openapi.js';
+import { component, errors, ok, page, pageInfo } from '../openapi.js';
 import { agentIdSchema, cursorSchema, idSchema, limitSchema } from './planning-input.js';
-import { approvalGateJson, approvalGateSchema } from './planning-json.js';
+import { approvalGateJson, approvalGateSchema, issueStatusSchema } from './planning-json.js';
 
 const CLAIM_STATES = ['starting', 'active', 'released', 'completed', 'expired', 'aborted'] as const;
 
@@ -31,7 +31,7 @@ const str = { type: 'string' } as const;
 const nullableStr = { type: ['string', 'null'] } as const;
 const int = { type: 'integer' } as const;
 
-export const claimSchema = {
+export const claimSchema = component('Claim', {
   type: 'object',
   required: ['id', 'workspaceId', 'issueId', 'agentId', 'state', 'fencingToken', 'expiresAt', 'leaseSeconds', 'createdAt', 'renewedAt', 'endedAt', 'endReason'],
   properties: {
@@ -48,7 +48,7 @@ export const claimSchema = {
     endedAt: nullableStr,
     endReason: nullableStr,
   },
-} as const;
+});
 
 export function claimJson(c: MessageShape<typeof ClaimSchema> | undefined) {
   if (!c) throw new ServiceError('internal', 'Internal error');
@@ -68,7 +68,7 @@ export function claimJson(c: MessageShape<typeof ClaimSchema> | undefined) {
   };
 }
 
-const meteringSchema = {
+const meteringSchema = component('Metering', {
   type: 'object',
   required: ['allowed', 'kind', 'used', 'limit', 'period', 'resetsAt'],
   properties: {
@@ -79,14 +79,14 @@ const meteringSchema = {
     period: str,
     resetsAt: { type: 'string', format: 'date-time' },
   },
-} as const;
+});
 
 export function meteringJson(m: MessageShape<typeof MeteringSchema> | undefined) {
   if (!m) throw new ServiceError('internal', 'Internal error');
   return { allowed: m.allowed, kind: m.kind, used: m.used, limit: m.limit ?? null, period: m.period, resetsAt: m.resetsAt };
 }
 
-const issueRefSchema = { type: 'object', required: ['id', 'status'], properties: { id: str, status: str } } as const;
+const issueRefSchema = issueStatusSchema;
 
 /** A heartbeat's or status post's task: with its approval requests, so the holder sees decisions. */
 const heldIssueSchema = {
@@ -95,7 +95,7 @@ const heldIssueSchema = {
   properties: { id: str, status: str, approvals: { type: 'array', items: approvalGateSchema, description: 'Pending requests, and the latest decided per `for`.' } },
 } as const;
 
-const readyItemSchema = {
+const readyItemSchema = component('ReadyWorkItem', {
   type: 'object',
   required: ['id', 'workspaceId', 'projectId', 'title', 'status', 'priority', 'labels', 'dueDate', 'createdAt', 'agent', 'openDependencyCount', 'rank', 'agentClaimQueue', 'claim', 'approvals'],
   properties: {
@@ -142,7 +142,7 @@ const readyItemSchema = {
     claim: { anyOf: [claimSchema, { type: 'null' }], description: 'Your claim on this task, if you hold it.' },
     approvals: { type: 'array', items: approvalGateSchema, description: "The task's approval requests: pending ones, and the latest decided per `for`." },
   },
-} as const;
+});
 
 function readyItemJson(i: MessageShape<typeof ReadyWorkItemSchema>) {
   const q = i.agentClaimQueue;
@@ -220,11 +220,11 @@ export function statusPostBody(res: PostStatusResponse, issueId: string) {
   };
 }
 
-const policySchema = {
+const policySchema = component('ClaimPolicy', {
   type: 'object',
   required: ['workspaceId', 'leaseSeconds', 'defaultLeaseSeconds', 'custom', 'updatedAt'],
   properties: { workspaceId: str, leaseSeconds: int, defaultLeaseSeconds: int, custom: { type: 'boolean' }, updatedAt: nullableStr },
-} as const;
+});
 
 function policyJson(p: MessageShape<typeof ClaimPolicySchema> | undefined) {
   if (!p) throw new ServiceError('internal', 'Internal error');
@@ -263,7 +263,7 @@ export const readyWorkResponse = {
       type: 'array',
       items: { type: 'object', required: ['issueId', 'rank', 'state'], properties: { issueId: str, rank: int, state: str } },
     },
-    page: { type: 'object', required: ['nextCursor'], properties: { nextCursor: nullableStr } },
+    page: pageInfo,
     metering: meteringSchema,
   },
 } as const;
@@ -272,7 +272,7 @@ export const readyWorkResponse = {
 export const claimWorkResponse = ok({ type: 'object', required: ['claim', 'issue', 'metering'], properties: { claim: claimSchema, issue: issueRefSchema, metering: meteringSchema } });
 
 /** Release (and `cancel_work`): the claim and the task's id and status. */
-export const claimAndIssueResponse = ok({ type: 'object', required: ['claim', 'issue'], properties: { claim: claimSchema, issue: issueRefSchema } });
+export const claimAndIssueResponse = ok(component('ClaimAndIssue', { type: 'object', required: ['claim', 'issue'], properties: { claim: claimSchema, issue: issueRefSchema } }));
 
 /** Heartbeat: the claim, and the task with its approval requests. */
 export const heartbeatResponse = ok({ type: 'object', required: ['claim', 'issue'], properties: { claim: claimSchema, issue: heldIssueSchema } });
@@ -295,6 +295,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/agents/ready-work',
     {
       schema: {
+        operationId: 'listReadyWork',
         summary: 'Ready work for the calling agent',
         description:
           "Tasks of the token's workspace with status `ready`, assigned to the token's agent or to nobody, ranked by priority, then due date, then age; the task the agent holds comes first (rank 0). Each carries `agentClaimQueue` (`state` claimable | blocked | claimed, `quotaState`, `nextAction`, `doneEvidence`, `whyNotClaimable`). Beside `data`: `queueSummary`, `claimQueue` and `metering`.",
@@ -313,12 +314,13 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/agents/claim',
     {
       schema: {
+        operationId: 'claimWork',
         summary: 'Claim a ready task',
         description:
           'Checks, in order: token scopes (403), the task is visible (404), not assigned to another agent (403), `ready` (409 `not-ready`), dependencies done (409 `dependencies-open`), no active claim on it (409 `active-claim`) nor of this agent (409 `agent-busy`), the agent-run quota (403 `quota-exceeded` with `quota`). Success meters one agent run, moves the task to `in-progress` and returns the claim with its `expiresAt` and `fencingToken`. Header `idempotency-key`: the same key and body from the same token within 24 h returns the first response, success or refusal (header `idempotent-replayed: true`); another body 400; while the first is running 409 `idempotency-in-flight`.',
         headers: { type: 'object', properties: { 'idempotency-key': { type: 'string', maxLength: 255 } } },
         body: { type: 'object', required: ['issueId'], additionalProperties: false, properties: { issueId: idSchema } },
-        response: { 200: claimWorkResponse },
+        response: { ...errors('work-already-claimed'), 200: claimWorkResponse },
       },
       config: TOKEN_WRITE,
     },
@@ -341,11 +343,12 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/agents/claims/:issueId/heartbeat',
     {
       schema: {
+        operationId: 'renewClaim',
         summary: 'Renew your claim (heartbeat)',
         description: 'The lease starts again from now; `issue.approvals` shows the task\'s approval requests and their decisions. 409 `stale-claim` when you hold no active claim on the task (expired, released, completed, taken over) or the fencing token is not the current one.',
         params: issueParams,
         body: tokenBody,
-        response: { 200: heartbeatResponse },
+        response: { ...errors('work-already-claimed'), 200: heartbeatResponse },
       },
       config: TOKEN_WRITE,
     },
@@ -359,6 +362,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/agents/claims/:issueId/status',
     {
       schema: {
+        operationId: 'postClaimStatus',
         summary: 'Post a status note under your claim',
         description: 'Records the note on the task (a comment by the agent) and renews the lease. 409 `stale-claim` as for the heartbeat.',
         params: issueParams,
@@ -368,7 +372,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
           additionalProperties: false,
           properties: { message: { type: 'string', minLength: 1, maxLength: 10000 }, fencingToken },
         },
-        response: { 201: statusPostResponse },
+        response: { ...errors('work-already-claimed'), 201: statusPostResponse },
       },
       config: TOKEN_WRITE,
     },
@@ -386,12 +390,13 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/agents/claims/:issueId/release',
     {
       schema: {
+        operationId: 'releaseClaim',
         summary: 'Release (cancel) the claim on a task',
         description:
           'The task returns to `ready`. The holding agent (its token) or a workspace member (session) may release; another agent gets 409 `active-claim`; no active claim: 409 `stale-claim`. The agent run is not given back.',
         params: issueParams,
         body: tokenBody,
-        response: { 200: claimAndIssueResponse },
+        response: { ...errors('work-already-claimed'), 200: claimAndIssueResponse },
       },
       config: { access: { auth: 'session-or-token', scope: ['issues:write', 'agents:execute'] } },
     },
@@ -405,6 +410,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/agents/claims',
     {
       schema: {
+        operationId: 'listClaims',
         summary: "A workspace's claims",
         description: 'Newest first; by default the active ones (`starting` and `active`). `state` takes a comma-separated list. A token lists its own workspace.',
         querystring: {
@@ -438,6 +444,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/agents/claim-policy',
     {
       schema: {
+        operationId: 'getClaimPolicy',
         summary: "A workspace's claim lease",
         querystring: { type: 'object', required: ['workspaceId'], additionalProperties: false, properties: { workspaceId: idSchema } },
         response: { 200: ok(policySchema) },
@@ -454,6 +461,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/agents/claim-policy',
     {
       schema: {
+        operationId: 'setClaimPolicy',
         summary: "Set a workspace's claim lease",
         description: '`leaseSeconds` from 1 to 86,400, or null for the service default (`CLAIM_LEASE_SECONDS`, 30 minutes unless configured). Applies to claims made or renewed afterwards. Workspace admins (token: `admin`).',
         body: {

@@ -15,7 +15,7 @@ const createBody = {
   properties: {
     label: { type: 'string', minLength: 1, maxLength: 200, description: 'Defaults to the agent id.' },
     workspaceId: { type: 'string', minLength: 1, maxLength: 64 },
-    agentId: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$', description: 'The agent record is created with the first key that names it.' },
+    agentId: { type: 'string', maxLength: 64, pattern: '^[a-z0-9][a-z0-9._-]{0,63}$', description: 'The agent record is created with the first key that names it.' },
     planId: { type: 'string', enum: [...PLAN_IDS], description: "Must be the workspace's plan." },
     scopes: {
       type: 'array',
@@ -81,6 +81,7 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     '/api/api-keys',
     {
       schema: {
+        operationId: 'createApiKey',
         summary: 'Create an API key',
         description:
           "Admins and owners of a workspace whose plan allows API access (free: 403). The token is in this response only. `rateLimit` is the plan's.",
@@ -167,7 +168,7 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
   app.get<{ Querystring: { workspaceId: string; limit?: number; cursor?: string } }>(
     '/api/api-keys',
     {
-      schema: { summary: "A workspace's API keys (never token material)", querystring: listQuery, response: { 200: page(apiKeySchema) } },
+      schema: { operationId: 'listApiKeys', summary: "A workspace's API keys (never token material)", querystring: listQuery, response: { 200: page(apiKeySchema) } },
       config: { access: { auth: 'session-or-token', scope: 'admin' } },
     },
     async (request) => {
@@ -185,6 +186,7 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     '/api/api-keys/:id',
     {
       schema: {
+        operationId: 'revokeApiKey',
         summary: 'Revoke an API key',
         description: 'The key stops working at once; its record stays (for audit). Revoking twice is harmless.',
         params: keyParams,

@@ -81,6 +81,7 @@ export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
     '/api/auth/login',
     {
       schema: {
+        operationId: 'login',
         summary: 'Sign in',
         description:
           'Sets the `service_session` cookie (HttpOnly, SameSite=Lax, 12 h) with a new value at every sign-in. ' +
@@ -109,6 +110,7 @@ export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
     '/api/auth/logout',
     {
       schema: {
+        operationId: 'logout',
         summary: 'Sign out',
         description: 'Ends the session of the presented cookie (if any) and clears the cookie. Always succeeds.',
         response: { 200: ok({ type: 'object', required: ['signedOut'], properties: { signedOut: { type: 'boolean' } } }) },
@@ -127,6 +129,7 @@ export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
     '/api/auth/session',
     {
       schema: {
+        operationId: 'getSession',
         summary: 'The signed-in user and session',
         response: {
           200: ok({
@@ -168,6 +171,7 @@ export async function authRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
     '/api/auth/password',
     {
       schema: {
+        operationId: 'changePassword',
         summary: 'Change your password',
         description:
           'For the `local` provider (with `cognito` the password is Cognito\'s: 403 reason `managed-by-identity-provider`). ' +

@@ -3,7 +3,7 @@ import { USAGE_REQUIREMENT } from '@planning/metering';
 import { PLANS, QUOTA_KINDS, quotaPeriod, quotaResetsAt, type QuotaKind } from '@planning/plans';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok } from '../openapi.js';
+import { component, ok } from '../openapi.js';
 
 const query = {
   type: 'object',
@@ -12,7 +12,7 @@ const query = {
   properties: { workspaceId: { type: 'string', minLength: 1, maxLength: 64 } },
 } as const;
 
-const usageSchema = {
+const usageSchema = component('Usage', {
   type: 'object',
   required: ['workspaceId', 'planId', 'period', 'quotas'],
   properties: {
@@ -33,7 +33,7 @@ const usageSchema = {
       },
     },
   },
-} as const;
+});
 
 /** Quota usage (DECISIONS §2): each kind from the service that counts it. */
 export async function billingRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
@@ -42,7 +42,7 @@ export async function billingRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
   app.get<{ Querystring: { workspaceId: string } }>(
     '/api/billing/usage',
     {
-      schema: { summary: "A workspace's quota limits and use this month", querystring: query, response: { 200: ok(usageSchema) } },
+      schema: { operationId: 'getUsage', summary: "A workspace's quota limits and use this month", querystring: query, response: { 200: ok(usageSchema) } },
       config: { access: { auth: 'session-or-token', scope: 'billing:read' } },
     },
     async (request) => {

@@ -1,7 +1,8 @@
 import type { ExportEntry } from '@planning/proto/planning/exports/v1/exports_pb';
+import { component } from '../openapi.js';
 
 /** An export history entry on the wire (API document §2 "Export history entry", DECISIONS §9). */
-export const exportEntrySchema = {
+export const exportEntrySchema = component('ExportHistoryEntry', {
   type: 'object',
   required: [
     'id',
@@ -36,7 +37,7 @@ export const exportEntrySchema = {
     issueCount: { type: 'integer' },
     auditEventIds: { type: 'array', items: { type: 'string' } },
   },
-} as const;
+});
 
 export function exportEntryJson(e: ExportEntry) {
   return {

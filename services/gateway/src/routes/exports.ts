@@ -4,6 +4,7 @@ import { EXPORT_FORMATS, PLAN_IDS } from '@planning/plans';
 import type { RpcCallOptions } from '@planning/rpc';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
+import { component, pageInfo, errors } from '../openapi.js';
 import { exportEntryJson, exportEntrySchema } from './exports-json.js';
 import { commaList, commaListOf, cursorSchema, idSchema, limitSchema, taskFilterProperties } from './planning-input.js';
 
@@ -49,15 +50,15 @@ const historyQuery = {
   properties: { workspaceSlug: slugSchema, workspaceId: idSchema, limit: limitSchema, cursor: cursorSchema },
 } as const;
 
-const exportIssueSchema = {
+const exportIssueSchema = component('ExportedIssue', {
   type: 'object',
   required: ['id', 'title', 'status'],
   additionalProperties: true,
   properties: { id: { type: 'string' }, title: { type: 'string' }, status: { type: 'string' } },
-} as const;
+});
 
 /** The JSON artifact, for the OpenAPI document (the body is sent as built, not re-serialized). */
-const jsonArtifactSchema = {
+const jsonArtifactSchema = component('ExportArtifact', {
   type: 'object',
   required: ['schemaId', 'schemaVersion', 'exportedAt', 'workspace', 'issues'],
   properties: {
@@ -69,7 +70,7 @@ const jsonArtifactSchema = {
     issueCount: { type: 'integer' },
     issues: { type: 'array', items: exportIssueSchema },
   },
-} as const;
+});
 
 const historyResponse = {
   description: 'Unexpired export history entries, newest first',
@@ -77,7 +78,7 @@ const historyResponse = {
   required: ['data', 'page'],
   properties: {
     data: { type: 'object', required: ['entries'], properties: { entries: { type: 'array', items: exportEntrySchema } } },
-    page: { type: 'object', required: ['nextCursor'], properties: { nextCursor: { type: ['string', 'null'] } } },
+    page: pageInfo,
   },
 } as const;
 
@@ -121,12 +122,13 @@ export async function exportRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
       // A HEAD would build, meter and record an export only to drop its body.
       exposeHeadRoute: false,
       schema: {
+        operationId: 'exportIssues',
         summary: 'Export issues (the artifact, at top level)',
         description:
           "Name the workspace by `workspaceSlug` or `workspaceId` (both: they must agree). `format` by plan: beginner json; hobbyist json, csv; pro json, csv, markdown; enterprise also backup (403 `not-entitled` otherwise). The filters of GET /api/issues narrow the issues (a backup takes none). Each export counts against the monthly `exports` quota (403 `quota-exceeded`) and writes a redacted history entry. Workspace admins and owners, system administrators, or a token with scope `admin`.",
         querystring: exportQuery,
         produces: ['application/json', 'text/csv', 'text/markdown'],
-        response: {
+        response: { ...errors('not-entitled', 'quota-exceeded', 'payload-too-large', 'rate-limited'),
           200: {
             description: 'The artifact: JSON (`service.issue-export`), CSV (RFC 4180, header row), Markdown (grouped by status) or a backup (JSON)',
             content: {
@@ -191,6 +193,7 @@ export async function exportRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     '/api/issues/export/history',
     {
       schema: {
+        operationId: 'listExportHistory',
         summary: 'Export history (redacted, with retention metadata)',
         description:
           'Entries of exports made in the last `retentionDays` days, newest first: format, schema version, redacted filters (ids, labels as short hashes; search text never kept), SHA-256, size, issue count and the audit event ids. Pages by `limit` and `cursor`.',

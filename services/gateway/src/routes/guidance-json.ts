@@ -14,7 +14,8 @@ import type {
   WorkspaceCustomizationSchema,
 } from '@planning/proto/planning/issues/v1/guidance_pb';
 import type { ContextPackItemSchema } from '@planning/proto/planning/issues/v1/projects_pb';
-import { approvalGateJson, approvalGateSchema, doneStatusJson, doneStatusSchema } from './planning-json.js';
+import { component } from '../openapi.js';
+import { approvalGateJson, approvalGateSchema, doneStatusJson, doneStatusSchema, refSchema } from './planning-json.js';
 
 type Shape<S extends DescMessage> = MessageShape<S>;
 
@@ -183,7 +184,7 @@ const nullableTime = { type: ['string', 'null'], format: 'date-time' } as const;
 const obj = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
   ({ type: 'object', required: Object.keys(properties), properties, ...extra }) as const;
 
-export const customizationSchema = obj({
+export const customizationSchema = component('WorkspaceCustomization', obj({
   workspaceId: str,
   viewModes: { type: 'array', items: obj({ id: { type: 'string', enum: ['cards', 'list', 'tags', 'swimlanes'] }, label: str, enabled: bool }) },
   defaultViewMode: str,
@@ -215,9 +216,9 @@ export const customizationSchema = obj({
   version: int,
   updatedAt: nullableTime,
   updatedBy: nullableStr,
-});
+}));
 
-export const standardsSchema = obj({
+export const standardsSchema = component('WorkingStandards', obj({
   workspaceId: str,
   summary: str,
   definitionOfDone: strings,
@@ -227,9 +228,9 @@ export const standardsSchema = obj({
   version: int,
   publishedAt: nullableTime,
   publishedBy: nullableStr,
-});
+}));
 
-export const documentSchema = obj({
+export const documentSchema = component('KnowledgeDocument', obj({
   id: str,
   workspaceId: str,
   title: str,
@@ -243,23 +244,23 @@ export const documentSchema = obj({
   updatedAt: time,
   createdBy: str,
   version: int,
-});
+}));
 
-export const hitSchema = obj({ document: documentSchema, score: int, snippet: str });
+export const hitSchema = component('KnowledgeHit', obj({ document: documentSchema, score: int, snippet: str }));
 
-const contextItemSchema = obj({ kind: str, title: str, path: nullableStr, url: nullableStr, note: nullableStr });
-const contextSourceSchema = { anyOf: [obj({ id: str, name: str, goal: str, items: { type: 'array', items: contextItemSchema } }), { type: 'null' }] };
+const contextItemSchema = component('ContextSourceItem', obj({ kind: str, title: str, path: nullableStr, url: nullableStr, note: nullableStr }));
+const contextSourceSchema = { anyOf: [component('ContextSource', obj({ id: str, name: str, goal: str, items: { type: 'array', items: contextItemSchema } })), { type: 'null' }] };
 
-export const contextPackSchema = obj({
-  issue: obj({ id: str, title: str, status: str }),
+export const contextPackSchema = component('TaskContextPack', obj({
+  issue: refSchema,
   project: contextSourceSchema,
   initiative: contextSourceSchema,
   documents: { type: 'array', items: documentSchema },
   done: { ...doneStatusSchema, description: 'What moving the task to done still needs under the done policy.' },
   approvals: { type: 'array', items: approvalGateSchema, description: "The task's approval requests (pending, and the latest decided per `for`)." },
-});
+}));
 
-export const launchReadinessSchema = obj({
+export const launchReadinessSchema = component('LaunchReadiness', obj({
   implementation: obj({ completionPercent: int, verifiedCount: int }),
   launchProof: obj({
     readyForPublicLaunch: bool,
@@ -279,13 +280,13 @@ export const launchReadinessSchema = obj({
       nextAction: str,
     }),
   },
-});
+}));
 
 // ---- bootstrap and preflight schemas ---------------------------------------------------------
 
 const nullableInt = { type: ['integer', 'null'] } as const;
 
-export const bootstrapSchema = obj({
+export const bootstrapSchema = component('ClientBootstrap', obj({
   identity: obj({ keyId: str, agentId: str, actorType: str, label: str }),
   workspace: obj({ id: str, name: nullableStr, slug: nullableStr, planId: str, status: str }),
   scopes: strings,
@@ -296,7 +297,7 @@ export const bootstrapSchema = obj({
     type: 'array',
     items: obj({ step: { type: 'integer' }, tool: str, purpose: str, available: { type: 'boolean' }, missingScopes: strings }),
   },
-});
+}));
 
 const checkStatus = { type: 'string', enum: ['pass', 'warn', 'fail', 'skipped'] } as const;
 const check = (extra: Record<string, unknown>) => ({
@@ -305,7 +306,7 @@ const check = (extra: Record<string, unknown>) => ({
   properties: { id: str, status: checkStatus, detail: str, ...extra },
 });
 
-export const preflightSchema = obj({
+export const preflightSchema = component('AgentPreflight', obj({
   generatedAt: { type: 'string', format: 'date-time' },
   agent: obj({ agentId: str, keyId: str }),
   workspace: obj({ id: str, planId: str, status: str }),
@@ -336,5 +337,5 @@ export const preflightSchema = obj({
       total: nullableInt,
     }),
   },
-});
+}));
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok, page } from '../openapi.js';
+import { errors, ok, page } from '../openapi.js';
 import { agentPreflight, clientBootstrap } from './guidance-agent.js';
 import {
   bootstrapSchema,
@@ -229,6 +229,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/workspaces/:id/customization',
     {
       schema: {
+        operationId: 'getCustomization',
         summary: "The workspace's customization: view modes, presets, setup path, rules, evidence policy, handoff packet",
         description: 'Defaults (`source: default`) until an admin changes it; `adminSetupPath[].done` is computed from the workspace\'s records.',
         params: idParams,
@@ -246,12 +247,13 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/workspaces/:id/customization',
     {
       schema: {
+        operationId: 'updateCustomization',
         summary: "Change the workspace's customization",
         description:
           'For workspace admins. The sections sent replace theirs (service rules stay fixed; `workspaceRules` are the workspace\'s own). Retry-safe: the same body again changes nothing; `meta.changedFields` names what changed.',
         params: idParams,
         body: customizationBody,
-        response: { 200: changed(customizationSchema) },
+        response: { ...errors('work-already-claimed'), 200: changed(customizationSchema) },
       },
       config: MANAGE,
     },
@@ -311,6 +313,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/workspaces/:id/standards',
     {
       schema: {
+        operationId: 'getStandards',
         summary: "The workspace's published working standards",
         description: 'Definition of done, review and evidence expectations; the defaults (`source: default`) until an admin publishes the workspace\'s own.',
         params: idParams,
@@ -328,11 +331,12 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/workspaces/:id/standards',
     {
       schema: {
+        operationId: 'publishStandards',
         summary: "Publish the workspace's working standards",
         description: 'For workspace admins. Retry-safe; `meta.changedFields` names what changed.',
         params: idParams,
         body: standardsBody,
-        response: { 200: changed(standardsSchema) },
+        response: { ...errors('work-already-claimed'), 200: changed(standardsSchema) },
       },
       config: MANAGE,
     },
@@ -357,6 +361,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/workspaces/:id/launch-readiness',
     {
       schema: {
+        operationId: 'getLaunchReadiness',
         summary: 'Launch readiness of the workspace, with its open launch blockers',
         description:
           'Issues labelled `launch-blocker` are launch blockers, evidence records proof packets (DECISIONS §10): the numbers `/api/admin/diagnostics` shows, for one workspace, readable by any member.',
@@ -375,6 +380,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/knowledgebase',
     {
       schema: {
+        operationId: 'searchKnowledge',
         summary: "Search or list the workspace's knowledge documents",
         description: 'Best match first with `q` (title words count 3, tags 2, body 1), else newest change first. A token searches its own workspace by default.',
         querystring: searchQuery,
@@ -395,7 +401,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
   app.post<{ Body: DocumentBody }>(
     '/api/knowledgebase',
     {
-      schema: { summary: 'Add a knowledge document', description: 'For workspace admins.', body: createDocumentBody, response: { 201: ok(documentSchema) } },
+      schema: { operationId: 'createKnowledgeDocument', summary: 'Add a knowledge document', description: 'For workspace admins.', body: createDocumentBody, response: { 201: ok(documentSchema) } },
       config: KNOWLEDGE_WRITE,
     },
     async (request, reply) => {
@@ -408,7 +414,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
 
   app.get<{ Params: { id: string } }>(
     '/api/knowledgebase/:id',
-    { schema: { summary: 'A knowledge document', params: idParams, response: { 200: ok(documentSchema) } }, config: READ },
+    { schema: { operationId: 'getKnowledgeDocument', summary: 'A knowledge document', params: idParams, response: { 200: ok(documentSchema) } }, config: READ },
     async (request) => {
       const { document } = await guidance.getKnowledgeDocument({ id: request.params.id }, { principal: request.principal });
       return { data: documentJson(document) };
@@ -419,11 +425,12 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/knowledgebase/:id',
     {
       schema: {
+        operationId: 'updateKnowledgeDocument',
         summary: 'Change a knowledge document',
         description: 'For workspace admins. Only the fields sent change; `null` unsets projectId, initiativeId, path or url. Retry-safe.',
         params: idParams,
         body: patchDocumentBody,
-        response: { 200: changed(documentSchema) },
+        response: { ...errors('work-already-claimed'), 200: changed(documentSchema) },
       },
       config: KNOWLEDGE_WRITE,
     },
@@ -451,7 +458,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
 
   app.delete<{ Params: { id: string } }>(
     '/api/knowledgebase/:id',
-    { schema: { summary: 'Delete a knowledge document', description: 'For workspace admins.', params: idParams, response: { 200: ok(documentSchema, 'The deleted document') } }, config: KNOWLEDGE_WRITE },
+    { schema: { operationId: 'deleteKnowledgeDocument', summary: 'Delete a knowledge document', description: 'For workspace admins.', params: idParams, response: { 200: ok(documentSchema, 'The deleted document') } }, config: KNOWLEDGE_WRITE },
     async (request) => {
       const { document } = await guidance.deleteKnowledgeDocument({ id: request.params.id }, { principal: request.principal });
       return { data: documentJson(document) };
@@ -462,6 +469,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/issues/:id/context-pack',
     {
       schema: {
+        operationId: 'getContextPack',
         summary: "An issue's context pack",
         description: "The files, docs and links attached to the issue's project and initiative (the issue's own, else its project's), and the knowledge documents linked to either.",
         params: idParams,
@@ -479,6 +487,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/agents/bootstrap',
     {
       schema: {
+        operationId: 'getAgentBootstrap',
         summary: 'The calling agent: identity, workspace, scopes, rate limit and the recommended call order',
         response: { 200: ok(bootstrapSchema) },
       },
@@ -491,6 +500,7 @@ export async function guidanceRoutes(app: FastifyInstance, deps: GatewayDeps): P
     '/api/agents/preflight',
     {
       schema: {
+        operationId: 'getAgentPreflight',
         summary: "The calling agent's preflight: firstSessionDecision and the checks behind it",
         description: 'Checks: scopes, API request quota, agent-run budget, the claim the agent holds, approval requests pending on its tasks, claimable ready work.',
         response: { 200: ok(preflightSchema) },

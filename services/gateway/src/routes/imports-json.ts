@@ -11,26 +11,27 @@ import type {
   ImportPreview,
   ImportRowProblem,
 } from '@planning/proto/planning/imports/v1/imports_pb';
+import { component } from '../openapi.js';
 
 const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;
 const nullableStr = { type: ['string', 'null'] } as const;
 
-const rowErrorSchema = {
+const rowErrorSchema = component('ImportRowProblem', {
   type: 'object',
   required: ['row', 'field', 'code'],
   properties: { row: { ...int, description: '1-based position of the row in the payload.' }, field: str, code: str },
-} as const;
+});
 
-const checkpointSchema = {
+const checkpointSchema = component('ImportCheckpoint', {
   type: 'object',
   required: ['chunk', 'rows', 'status', 'created', 'updated', 'skipped'],
   properties: { chunk: int, rows: int, status: { type: 'string', enum: ['pending', 'done'] }, created: int, updated: int, skipped: int },
-} as const;
+});
 
 const limitOrNull = { type: ['integer', 'null'], description: 'null: unlimited.' } as const;
 
-export const importPreviewSchema = {
+export const importPreviewSchema = component('ImportPreview', {
   type: 'object',
   required: ['id', 'idempotencyKey', 'status', 'workspaceId', 'createdAt', 'expiresAt', 'source', 'summary', 'progress', 'recovery', 'quotaImpact', 'artifact', 'errors', 'conflicts', 'commitId'],
   properties: {
@@ -117,9 +118,9 @@ export const importPreviewSchema = {
     conflicts: { type: 'array', items: rowErrorSchema, description: 'duplicate-id, duplicate-external-id, active-claim, changed-since-source.' },
     commitId: nullableStr,
   },
-} as const;
+});
 
-export const importCommitSchema = {
+export const importCommitSchema = component('ImportCommit', {
   type: 'object',
   required: ['id', 'previewId', 'status', 'summary', 'errors', 'committedAt'],
   properties: {
@@ -134,7 +135,7 @@ export const importCommitSchema = {
     errors: { type: 'array', items: rowErrorSchema, description: 'Why each skipped row was not written.' },
     committedAt: nullableStr,
   },
-} as const;
+});
 
 /** A sub-message the service always sends; without it the answer is broken (500, never a guess). */
 function need<T>(value: T | undefined): T {

@@ -7,12 +7,15 @@
 import { invalidInput, ServiceError } from '@planning/errors';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ERROR_BODY_ID, ok } from '../openapi.js';
+import { ERROR_BODY_ID, ok, errors } from '../openapi.js';
 import { importCommitJson, importCommitSchema, importPreviewJson, importPreviewSchema } from './imports-json.js';
 
 /** Previews of 10,000 rows and commits writing them take longer than an ordinary call's deadline. */
 const PREVIEW_DEADLINE_MS = 120_000;
 const COMMIT_DEADLINE_MS = 600_000;
+
+/** DECISIONS §8: a preview has at most 10,000 rows (the imports service checks envelopes). */
+const MAX_IMPORT_ROWS = 10_000;
 
 /** DECISIONS §8: a preview body is at most 10 MB. */
 const PREVIEW_BODY_LIMIT = 10 * 1_048_576;
@@ -80,6 +83,7 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     '/api/imports/schema',
     {
       schema: {
+        operationId: 'getImportSchema',
         summary: 'The import schema',
         description: 'The current `schemaId` (`service.issue-import`), `schemaVersion` (`YYYY-MM-DD.issue-import.v1`) and the JSON Schema of one row.',
         response: {
@@ -103,6 +107,7 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     {
       bodyLimit: PREVIEW_BODY_LIMIT,
       schema: {
+        operationId: 'previewImport',
         summary: 'Preview a JSON issue import (dry run)',
         description:
           'Validates the payload and stores a preview for 24 h; no task changes. Header `idempotency-key` is required: the same key and body answer the stored preview, the same key with another body is a 400. Accepts the current envelope `{ schemaId: "service.issue-import", schemaVersion, issues }`, an export envelope (`compatible`) and a bare array of rows (`legacy`); a later schema version is `unsupported` and blocks the preview before any row is read. At most 10,000 rows and 10 MB (413 `payload-too-large`).',
@@ -114,15 +119,28 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
           properties: {
             plan: { type: 'string', minLength: 1, maxLength: 32, description: "The workspace's plan id." },
             format: { type: 'string', enum: ['json'] },
-            payload: { anyOf: [{ type: 'object' }, { type: 'array' }], description: 'An import envelope, an export envelope or a bare array of rows.' },
+            payload: {
+              anyOf: [{ type: 'object' }, { type: 'array', maxItems: MAX_IMPORT_ROWS, items: { description: 'A row: `GET /api/imports/schema` has its JSON Schema.' } }],
+              description: 'An import envelope, an export envelope or a bare array of rows.',
+            },
             workspaceId: { type: 'string', minLength: 1, maxLength: 64, description: 'The target workspace; otherwise every row must name the same one.' },
           },
         },
-        response: { 200: ok(importPreviewSchema), 409: conflictResponse, 413: tooLargeResponse },
+        response: { ...errors('quota-exceeded'), 200: ok(importPreviewSchema), 409: conflictResponse, 413: tooLargeResponse },
       },
       config: ADMIN,
+      // A bare array over the row limit is 413 (as the service answers for an envelope), not 400.
+      attachValidation: true,
     },
     async (request) => {
+      const invalid = request.validationError;
+      if (invalid) {
+        const first = invalid.validation[0];
+        if (first?.keyword === 'maxItems' && first.instancePath === '/payload') {
+          throw new ServiceError('payload-too-large', `An import has at most ${MAX_IMPORT_ROWS} rows`, { field: 'payload' });
+        }
+        throw invalid;
+      }
       const key = idempotencyKeyOf(request);
       const body = request.body;
       if (nestedDeeperThan(body.payload, MAX_PAYLOAD_DEPTH)) {
@@ -147,6 +165,7 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     '/api/imports/commit',
     {
       schema: {
+        operationId: 'commitImport',
         summary: 'Commit an import preview',
         description:
           "Writes an unexpired, unblocked preview's valid rows in chunks with checkpoints. Header `idempotency-key` is required and must differ from the preview's. A preview is committed once: retries (any key) answer the committed operation; a commit interrupted by a crash is resumed by retrying it, and no row is written twice. Meters one `imports` use.",
@@ -157,7 +176,7 @@ export async function importRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
           additionalProperties: false,
           properties: { previewId: { type: 'string', minLength: 1, maxLength: 64 } },
         },
-        response: { 200: ok(importCommitSchema), 409: conflictResponse },
+        response: { ...errors('quota-exceeded'), 200: ok(importCommitSchema), 409: conflictResponse },
       },
       config: ADMIN,
     },

@@ -1,7 +1,7 @@
 import { ServiceError } from '@planning/errors';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok, page } from '../openapi.js';
+import { ok, page, errors } from '../openapi.js';
 import {
   activityJson,
   activitySchema,
@@ -47,6 +47,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     '/api/issues/:id/comments',
     {
       schema: {
+        operationId: 'addComment',
         summary: 'Comment on an issue',
         description:
           'An agent that lost its claim (expired, or taken over) may still comment, so it can say what happened; under another agent\'s active claim it gets 409 `active-claim`, and a stale `fencingToken` 409 `stale-claim`.',
@@ -74,7 +75,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
 
   app.get<{ Params: { id: string }; Querystring: PageQuery }>(
     '/api/issues/:id/comments',
-    { schema: { summary: "An issue's comments", params: idParams, querystring: pageQuery, response: { 200: page(commentSchema) } }, config: READ },
+    { schema: { operationId: 'listComments', summary: "An issue's comments", params: idParams, querystring: pageQuery, response: { 200: page(commentSchema) } }, config: READ },
     async (request) => {
       const result = await records.listComments({ issueId: request.params.id, ...request.query }, { principal: request.principal });
       return { data: result.comments.map(commentJson), page: { nextCursor: result.nextCursor ?? null } };
@@ -85,6 +86,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     '/api/issues/:id/time-entries',
     {
       schema: {
+        operationId: 'logTime',
         summary: 'Log time on an issue',
         params: idParams,
         body: {
@@ -94,7 +96,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
           properties: {
             minutes: { type: 'integer', minimum: 1, maximum: 1440 },
             note: { type: 'string', maxLength: 1000 },
-            loggedAt: { type: 'string', format: 'date-time', description: 'When the work was done (default: now).' },
+            loggedAt: { type: 'string', format: 'date-time', maxLength: 40, description: 'When the work was done (default: now).' },
             fencingToken: fencingTokenSchema,
           },
         },
@@ -114,6 +116,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     '/api/issues/:id/time-entries',
     {
       schema: {
+        operationId: 'listTimeEntries',
         summary: "An issue's time entries",
         params: idParams,
         querystring: pageQuery,
@@ -141,6 +144,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     '/api/issues/:id/evidence',
     {
       schema: {
+        operationId: 'addEvidence',
         summary: 'Attach evidence (proof) to an issue',
         description:
           'Evidence naming an acceptance check (`checkId`) marks that check done; under a done policy of `evidence` or `evidence-and-approval`, every check needs evidence naming it before done.',
@@ -172,7 +176,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
 
   app.get<{ Params: { id: string }; Querystring: PageQuery }>(
     '/api/issues/:id/evidence',
-    { schema: { summary: "An issue's evidence", params: idParams, querystring: pageQuery, response: { 200: page(evidenceSchema) } }, config: READ },
+    { schema: { operationId: 'listEvidence', summary: "An issue's evidence", params: idParams, querystring: pageQuery, response: { 200: page(evidenceSchema) } }, config: READ },
     async (request) => {
       const result = await records.listEvidence({ issueId: request.params.id, ...request.query }, { principal: request.principal });
       return { data: result.evidence.map(evidenceJson), page: { nextCursor: result.nextCursor ?? null } };
@@ -183,6 +187,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     '/api/issues/:id/approvals',
     {
       schema: {
+        operationId: 'requestApproval',
         summary: 'Request an approval on an issue',
         description:
           '`for` names what it gates: `done` or `in-review` (that move is refused with 409 `approval-pending` until a member decides the request or it expires, after `APPROVAL_TTL_SECONDS`, 7 days by default), or `merge` / `custom` (default) for steps outside the service.',
@@ -216,6 +221,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     '/api/issues/:id/approvals',
     {
       schema: {
+        operationId: 'listApprovals',
         summary: "An issue's approval requests",
         params: idParams,
         querystring: { ...pageQuery, properties: { ...pageQuery.properties, status: { type: 'string', enum: APPROVAL_STATUS } } },
@@ -233,6 +239,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
     '/api/issues/:id/approvals/:approvalId/decision',
     {
       schema: {
+        operationId: 'decideApproval',
         summary: 'Approve or reject a pending approval request',
         description:
           'For signed-in members (and up) of the workspace, never a token; a request is decided once, and not after it expired (409 `invalid-transition`). Deciding releases the move it gated; the requesting agent sees the decision on the task (ready work, preflight, heartbeats).',
@@ -243,7 +250,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
           additionalProperties: false,
           properties: { decision: { type: 'string', enum: ['approved', 'rejected'] }, note: { type: 'string', maxLength: 1000 } },
         },
-        response: { 200: ok(approvalSchema) },
+        response: { ...errors('work-already-claimed'), 200: ok(approvalSchema) },
       },
       config: { access: { auth: 'session' } },
     },
@@ -259,7 +266,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
 
   app.get<{ Params: { id: string }; Querystring: PageQuery }>(
     '/api/issues/:id/activity',
-    { schema: { summary: "An issue's activity trail", params: idParams, querystring: pageQuery, response: { 200: page(activitySchema) } }, config: READ },
+    { schema: { operationId: 'listActivity', summary: "An issue's activity trail", params: idParams, querystring: pageQuery, response: { 200: page(activitySchema) } }, config: READ },
     async (request) => {
       const result = await records.listActivity({ issueId: request.params.id, ...request.query }, { principal: request.principal });
       return { data: result.activity.map(activityJson), page: { nextCursor: result.nextCursor ?? null } };

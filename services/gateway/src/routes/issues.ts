@@ -1,8 +1,19 @@
 import { ServiceError } from '@planning/errors';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok, page } from '../openapi.js';
-import { activitySchema, dependencyGraphSchema, issueDetailJson, issueDetailSchema, issueJson, issueSchema, activityJson, reminderItemJson, safeActionSchema } from './planning-json.js';
+import { component, errors, ok, page, pageInfo } from '../openapi.js';
+import {
+  activityJson,
+  activitySchema,
+  dependencyGraphSchema,
+  issueDetailJson,
+  issueDetailSchema,
+  issueJson,
+  issueSchema,
+  reminderItemJson,
+  reminderSchema,
+  safeActionSchema,
+} from './planning-json.js';
 import {
   agentIdSchema,
   checksSchema,
@@ -136,7 +147,7 @@ const remindersQuery = {
   },
 } as const;
 
-export const reminderItemSchema = {
+export const reminderItemSchema = component('ReminderItem', {
   type: 'object',
   required: ['issueId', 'workspaceId', 'title', 'status', 'priority', 'dueDate', 'reminders', 'safeNextActions'],
   properties: {
@@ -146,10 +157,10 @@ export const reminderItemSchema = {
     status: { type: 'string' },
     priority: { type: 'string' },
     dueDate: { type: ['string', 'null'] },
-    reminders: { type: 'array', items: { type: 'object', required: ['kind', 'message'], properties: { kind: { type: 'string' }, message: { type: 'string' } } } },
+    reminders: { type: 'array', items: reminderSchema },
     safeNextActions: { type: 'array', items: safeActionSchema },
   },
-} as const;
+});
 
 export const searchResponse = {
   description: 'A page of issues (with `dependencyGraph` when asked for)',
@@ -161,7 +172,7 @@ export const searchResponse = {
       required: ['issues'],
       properties: { issues: { type: 'array', items: issueSchema }, dependencyGraph: dependencyGraphSchema },
     },
-    page: { type: 'object', required: ['nextCursor'], properties: { nextCursor: { type: ['string', 'null'] } } },
+    page: pageInfo,
   },
 } as const;
 
@@ -200,6 +211,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/issues',
     {
       schema: {
+        operationId: 'searchIssues',
         summary: 'Search issues',
         description:
           'Every filter narrows; `status`, `priority` and `label` take comma-separated lists. Sorted by `sort` (default `priority`) and `direction`; pages by `limit` and `cursor`. Each issue carries `taskHealth`.',
@@ -246,7 +258,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
   app.post<{ Body: CreateBody }>(
     '/api/issues',
     {
-      schema: { summary: 'Create an issue', body: createBody, response: { 201: ok(issueSchema, 'The new issue') } },
+      schema: { operationId: 'createIssue', summary: 'Create an issue', body: createBody, response: { ...errors('quota-exceeded'), 201: ok(issueSchema, 'The new issue') } },
       config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
     },
     async (request, reply) => {
@@ -264,6 +276,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/issues/reminders',
     {
       schema: {
+        operationId: 'listReminders',
         summary: 'Open issues with reminders',
         description: 'Missing dates, stale updates, missing time and overdue dates, most urgent issues first, each with `safeNextActions`.',
         querystring: remindersQuery,
@@ -288,11 +301,12 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/issues/bulk-update',
     {
       schema: {
+        operationId: 'bulkUpdateIssues',
         summary: 'Preview or apply one change to many issues',
         description:
           'At most 200 ids. `preview` never writes. `apply` checks every target first (exists, visible, writable, move allowed, milestone of the issue\'s project) and changes all of them or none; a failure names the failing ids in `error.failedIds`.',
         body: bulkBody,
-        response: { 200: bulkResponse },
+        response: { ...errors('work-already-claimed'), 200: bulkResponse },
       },
       config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
     },
@@ -319,6 +333,7 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/issues/:id',
     {
       schema: {
+        operationId: 'getIssue',
         summary: 'An issue with its next action, comments, activity, evidence, approvals and dependency graph',
         params: idParams,
         response: { 200: ok(issueDetailSchema) },
@@ -335,12 +350,13 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/issues/:id',
     {
       schema: {
+        operationId: 'updateIssue',
         summary: 'Change an issue',
         description:
           'Only the fields sent change; `null` unsets an optional field. Status moves follow the allowed transitions (409 `invalid-transition` otherwise); moves to done (and in-review, where the done policy says so) need what the policy asks (409 `evidence-missing` with `missingCheckIds`, `approval-pending`, `approval-required`) unless a member sends `override: { reason }` (audited). Agent writes are fenced by their claim (`fencingToken`; docs/claims.md). Retry-safe: the same body twice changes nothing the second time. `meta.changedFields` names what changed.',
         params: idParams,
         body: patchBody,
-        response: { 200: issueChangeResponse },
+        response: { ...errors('work-already-claimed'), 200: issueChangeResponse },
       },
       config: { access: { auth: 'session-or-token', scope: 'issues:write' } },
     },

@@ -4,7 +4,7 @@ import { ServiceError } from '@planning/errors';
 import type { MemberSchema } from '@planning/proto/planning/issues/v1/workspaces_pb';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { memberSchema, ok, page } from '../openapi.js';
+import { agentSchema, memberSchema, ok, page, errors } from '../openapi.js';
 import type { UserRecord } from '../store/users.js';
 
 const ROLE_ENUM = ['owner', 'admin', 'member', 'viewer'];
@@ -59,7 +59,7 @@ export async function memberRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
   app.get<{ Params: { id: string }; Querystring: { limit?: number; cursor?: string } }>(
     '/api/workspaces/:id/members',
     {
-      schema: { summary: 'Members of a workspace', params, querystring: listQuery, response: { 200: page(memberSchema) } },
+      schema: { operationId: 'listMembers', summary: 'Members of a workspace', params, querystring: listQuery, response: { 200: page(memberSchema) } },
       config: { access: { auth: 'session' } },
     },
     async (request) => {
@@ -79,13 +79,14 @@ export async function memberRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     '/api/workspaces/:id/members',
     {
       schema: {
+        operationId: 'putMember',
         summary: "Add a member or change a member's role",
         description:
           'Name the user by `userId` or `email` (exactly one). Admins manage viewers, members and admins; making, changing or ' +
           'removing an owner is for owners. The last owner cannot be demoted (409 `last-owner`). 201 when added, 200 when changed.',
         params,
         body: addBody,
-        response: { 200: ok(memberSchema, 'The role changed (or was already so)'), 201: ok(memberSchema, 'Added') },
+        response: { ...errors('work-already-claimed'), 200: ok(memberSchema, 'The role changed (or was already so)'), 201: ok(memberSchema, 'Added') },
       },
       config: { access: { auth: 'session' } },
     },
@@ -110,10 +111,11 @@ export async function memberRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     '/api/workspaces/:id/members/:userId',
     {
       schema: {
+        operationId: 'removeMember',
         summary: 'Remove a member',
         description: 'Admins remove viewers, members and admins; owners remove owners; anyone may leave. The last owner stays (409 `last-owner`).',
         params: memberParams,
-        response: { 200: ok(memberSchema, 'The removed membership') },
+        response: { ...errors('work-already-claimed'), 200: ok(memberSchema, 'The removed membership') },
       },
       config: { access: { auth: 'session' } },
     },
@@ -131,21 +133,13 @@ export async function memberRoutes(app: FastifyInstance, deps: GatewayDeps): Pro
     '/api/workspaces/:id/agents',
     {
       schema: {
+        operationId: 'listAgents',
         summary: "The workspace's agents",
         description: 'Agents are created with the first API key that names them.',
         params,
         querystring: listQuery,
         response: {
-          200: page({
-            type: 'object',
-            required: ['workspaceId', 'agentId', 'createdAt', 'createdBy'],
-            properties: {
-              workspaceId: { type: 'string' },
-              agentId: { type: 'string' },
-              createdAt: { type: 'string', format: 'date-time' },
-              createdBy: { type: 'string' },
-            },
-          }),
+          200: page(agentSchema),
         },
       },
       config: { access: { auth: 'session-or-token', scope: 'agents:read' } },

@@ -13,6 +13,7 @@ export async function milestoneRoutes(app: FastifyInstance, deps: GatewayDeps): 
     '/api/milestones',
     {
       schema: {
+        operationId: 'listMilestones',
         summary: "A project's milestones",
         description: '`projectId` (or `workspaceId` for every milestone of a workspace) is required.',
         querystring: {
@@ -40,6 +41,7 @@ export async function milestoneRoutes(app: FastifyInstance, deps: GatewayDeps): 
     '/api/milestones',
     {
       schema: {
+        operationId: 'createMilestone',
         summary: 'Create a milestone in a project',
         body: {
           type: 'object',

@@ -6,14 +6,15 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ContextPackItemSchema } from '@planning/proto/planning/issues/v1/projects_pb';
 import type { CreateTaskRequestSchema, InstructionsPatchSchema, TaskPatchSchema } from '@planning/proto/planning/issues/v1/tasks_pb';
+import { component } from '../openapi.js';
 
 export const idSchema = { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_:.-]+$' } as const;
 export const nullableId = { type: ['string', 'null'], minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_:.-]+$' } as const;
-export const dateSchema = { type: 'string', format: 'date' } as const;
+export const dateSchema = { type: 'string', format: 'date', maxLength: 10 } as const;
 export const limitSchema = { type: 'integer', minimum: 1, maximum: 200 } as const;
 export const cursorSchema = { type: 'string', maxLength: 4000 } as const;
 export const qSchema = { type: 'string', maxLength: 200 } as const;
-export const agentIdSchema = { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' } as const;
+export const agentIdSchema = { type: 'string', maxLength: 64, pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' } as const;
 
 export const PRIORITY_ENUM = ['urgent', 'high', 'medium', 'low', 'none'] as const;
 export const STATUS_ENUM = ['backlog', 'ready', 'in-progress', 'in-review', 'blocked', 'done', 'cancelled'] as const;
@@ -60,7 +61,7 @@ export const idParams = { type: 'object', required: ['id'], properties: { id: id
 export const contextPackSchema = {
   type: 'array',
   maxItems: 50,
-  items: {
+  items: component('ContextPackItemInput', {
     type: 'object',
     required: ['kind', 'title'],
     additionalProperties: false,
@@ -71,14 +72,14 @@ export const contextPackSchema = {
       url: { type: 'string', maxLength: 2000 },
       note: { type: 'string', maxLength: 1000 },
     },
-  },
+  }),
 } as const;
 
 const sectionText = { type: ['string', 'null'], maxLength: 2000 } as const;
 const sectionList = { type: ['array', 'null'], maxItems: 30, items: { type: 'string', maxLength: 500 } } as const;
 
 /** `agent.instructions`: the task brief's sections; null (or '' / []) unsets a section. */
-export const instructionsSchema = {
+export const instructionsSchema = component('TaskInstructionsInput', {
   type: 'object',
   additionalProperties: false,
   properties: {
@@ -89,16 +90,16 @@ export const instructionsSchema = {
     permissions: sectionList,
     escalation: sectionText,
   },
-} as const;
+});
 
 export const labelsSchema = { type: 'array', maxItems: 20, items: { type: 'string', minLength: 1, maxLength: 50 } } as const;
 
-const checkSchema = {
+const checkSchema = component('AcceptanceCheckInput', {
   type: 'object',
   required: ['title'],
   additionalProperties: false,
   properties: { id: idSchema, title: { type: 'string', minLength: 1, maxLength: 300 }, done: { type: 'boolean' } },
-} as const;
+});
 export const checksSchema = { type: 'array', maxItems: 50, items: checkSchema } as const;
 
 /** The fields of `PATCH /api/issues/{id}` (and, restricted, of a bulk update's `patch`). */
@@ -117,7 +118,7 @@ export const issuePatchProperties = {
   milestoneId: nullableId,
   initiativeId: nullableId,
   parentId: nullableId,
-  dueDate: { type: ['string', 'null'], format: 'date' },
+  dueDate: { type: ['string', 'null'], format: 'date', maxLength: 10 },
   estimate: { type: ['number', 'null'], minimum: 0, maximum: 10000 },
   dependencies: { type: 'array', maxItems: 50, items: idSchema },
   acceptanceChecks: checksSchema,

@@ -5,6 +5,7 @@
  * a mapper returns is listed).
  */
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import { component, entityRefSchema } from '../openapi.js';
 import type { InitiativeSchema, ProgramSchema } from '@planning/proto/planning/issues/v1/programs_pb';
 import type { ContextPackItemSchema, MilestoneSchema, ProjectSchema } from '@planning/proto/planning/issues/v1/projects_pb';
 import type {
@@ -277,9 +278,9 @@ const strings = { type: 'array', items: str } as const;
 const obj = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
   ({ type: 'object', required: Object.keys(properties), properties, ...extra }) as const;
 
-const contextPackItemSchema = obj({ kind: { type: 'string', enum: ['file', 'doc', 'link'] }, title: str, path: nullableStr, url: nullableStr, note: nullableStr });
+const contextPackItemSchema = component('ContextPackItem', obj({ kind: { type: 'string', enum: ['file', 'doc', 'link'] }, title: str, path: nullableStr, url: nullableStr, note: nullableStr }));
 
-export const projectSchema = obj({
+export const projectSchema = component('Project', obj({
   id: str,
   workspaceId: str,
   name: str,
@@ -293,9 +294,9 @@ export const projectSchema = obj({
   version: int,
   doneRequires: { type: ['string', 'null'], enum: ['nothing', 'evidence', 'evidence-and-approval', null], description: "The project's own done policy; null: the workspace's applies." },
   doneGate: { type: ['string', 'null'], enum: ['done', 'in-review', null], description: "The first move the project's policy gates; null: the workspace's." },
-});
+}));
 
-export const milestoneSchema = obj({
+export const milestoneSchema = component('Milestone', obj({
   id: str,
   workspaceId: str,
   projectId: str,
@@ -305,9 +306,9 @@ export const milestoneSchema = obj({
   createdAt: time,
   updatedAt: time,
   version: int,
-});
+}));
 
-export const programSchema = obj({
+export const programSchema = component('Program', obj({
   id: str,
   workspaceId: str,
   name: str,
@@ -317,9 +318,9 @@ export const programSchema = obj({
   createdAt: time,
   updatedAt: time,
   version: int,
-});
+}));
 
-export const initiativeSchema = obj({
+export const initiativeSchema = component('Initiative', obj({
   id: str,
   workspaceId: str,
   programId: str,
@@ -333,28 +334,28 @@ export const initiativeSchema = obj({
   createdAt: time,
   updatedAt: time,
   version: int,
-});
+}));
 
-const reminderSchema = obj({ kind: { type: 'string', enum: ['overdue', 'stale-update', 'missing-time', 'missing-dates'] }, message: str });
+export const reminderSchema = component('Reminder', obj({ kind: { type: 'string', enum: ['overdue', 'stale-update', 'missing-time', 'missing-dates'] }, message: str }));
 /** A safe next action as REST words it: an id and a sentence naming the REST call (MCP names the tool instead). */
-export const safeActionSchema = obj({ action: str, description: str });
+export const safeActionSchema = component('SafeNextAction', obj({ action: str, description: str }));
 
-export const taskHealthSchema = obj({
+export const taskHealthSchema = component('TaskHealth', obj({
   blocksAgentClaim: { type: 'boolean' },
   reasons: { type: 'array', items: { type: 'string', enum: ['status-not-ready', 'dependencies-open', 'assigned-to-another-agent', 'active-claim'] } },
   firstReminder: { anyOf: [reminderSchema, { type: 'null' }] },
   reminders: { type: 'array', items: reminderSchema },
   safeNextActions: { type: 'array', items: safeActionSchema },
-});
+}));
 
-const instructionsSchema = obj({
+const instructionsSchema = component('TaskInstructions', obj({
   objective: str,
   constraints: strings,
   expectedOutput: str,
   verification: strings,
   permissions: strings,
   escalation: str,
-});
+}));
 
 const issueProperties = {
   id: str,
@@ -371,12 +372,15 @@ const issueProperties = {
   dueDate: { type: ['string', 'null'], format: 'date' },
   estimate: { type: ['number', 'null'] },
   dependencies: { ...strings, description: 'Ids of tasks in the same workspace that must be done first.' },
-  acceptanceChecks: { type: 'array', items: obj({ id: str, title: str, done: { type: 'boolean' } }) },
-  agent: obj({
-    assignedAgentId: nullableStr,
-    readiness: { type: 'string', enum: ['ready', 'blocked', 'needs-brief', 'not-ready', 'closed'] },
-    instructions: instructionsSchema,
-  }),
+  acceptanceChecks: { type: 'array', items: component('AcceptanceCheck', obj({ id: str, title: str, done: { type: 'boolean' } })) },
+  agent: component(
+    'TaskAgent',
+    obj({
+      assignedAgentId: nullableStr,
+      readiness: { type: 'string', enum: ['ready', 'blocked', 'needs-brief', 'not-ready', 'closed'] },
+      instructions: instructionsSchema,
+    }),
+  ),
   openDependencyCount: int,
   dependentCount: int,
   timeLoggedMinutes: int,
@@ -390,13 +394,13 @@ const issueProperties = {
   taskHealth: taskHealthSchema,
 } as const;
 
-export const issueSchema = obj(issueProperties);
+export const issueSchema = component('Issue', obj(issueProperties));
 
-export const activitySchema = obj(
+export const activitySchema = component('Activity', obj(
   {
     id: { ...nullableStr, description: 'null in a bulk-update preview (nothing was recorded)' },
     issueId: str,
-    actor: obj({ type: str, id: str }),
+    actor: entityRefSchema,
     kind: str,
     changes: {
       type: 'array',
@@ -404,11 +408,11 @@ export const activitySchema = obj(
     },
     at: time,
   },
-);
+));
 
-export const commentSchema = obj({ id: str, issueId: str, authorId: str, authorType: str, body: str, createdAt: time });
-export const timeEntrySchema = obj({ id: str, issueId: str, actorId: str, minutes: int, note: str, loggedAt: time });
-export const evidenceSchema = obj({
+export const commentSchema = component('Comment', obj({ id: str, issueId: str, authorId: str, authorType: str, body: str, createdAt: time }));
+export const timeEntrySchema = component('TimeEntry', obj({ id: str, issueId: str, actorId: str, minutes: int, note: str, loggedAt: time }));
+export const evidenceSchema = component('Evidence', obj({
   id: str,
   issueId: str,
   kind: { type: 'string', enum: ['link', 'log', 'test-result', 'artifact', 'note'] },
@@ -418,11 +422,11 @@ export const evidenceSchema = obj({
   checkId: nullableStr,
   createdBy: str,
   createdAt: time,
-});
+}));
 export const APPROVAL_FOR = ['done', 'in-review', 'merge', 'custom'] as const;
 export const APPROVAL_STATUS = ['pending', 'approved', 'rejected', 'expired'] as const;
 
-export const approvalSchema = obj({
+export const approvalSchema = component('Approval', obj({
   id: str,
   issueId: str,
   requestedBy: str,
@@ -434,9 +438,9 @@ export const approvalSchema = obj({
   createdAt: time,
   for: { type: 'string', enum: APPROVAL_FOR, description: 'The move it gates (done, in-review: blocked while pending) or an outside step (merge, custom).' },
   expiresAt: { ...time, description: 'A pending request stops blocking (and expires) at this instant.' },
-});
+}));
 
-export const approvalGateSchema = obj({
+export const approvalGateSchema = component('ApprovalGate', obj({
   id: str,
   for: { type: 'string', enum: APPROVAL_FOR },
   status: { type: 'string', enum: APPROVAL_STATUS },
@@ -444,9 +448,9 @@ export const approvalGateSchema = obj({
   requestedAt: time,
   expiresAt: time,
   decidedAt: { type: ['string', 'null'], format: 'date-time' },
-});
+}));
 
-export const doneStatusSchema = obj({
+export const doneStatusSchema = component('DoneStatus', obj({
   requires: { type: 'string', enum: ['nothing', 'evidence', 'evidence-and-approval'], description: 'The done policy in force (the project\'s, else the workspace\'s).' },
   gate: { type: 'string', enum: ['done', 'in-review'], description: 'done: moves to done are gated; in-review: moves to in-review and to done.' },
   missingCheckIds: { ...strings, description: 'Acceptance checks no evidence names yet (add evidence with checkId).' },
@@ -455,25 +459,36 @@ export const doneStatusSchema = obj({
   approval: { type: 'string', enum: ['not-required', 'missing', 'pending', 'approved', 'rejected'], description: 'The approval the policy needs: for done, approved after the last evidence.' },
   ready: { type: 'boolean', description: 'The gated moves would pass now.' },
   nextStep: { ...str, description: 'What is still to do, in words; empty when ready.' },
+}));
+
+const edgeSchema = component('DependencyEdge', obj({ sourceIssueId: str, targetIssueId: str }));
+export const dependencyGraphSchema = component('DependencyGraph', obj({ edges: { type: 'array', items: edgeSchema } }));
+export const refSchema = component('TaskRef', obj({ id: str, title: str, status: str }));
+
+/** An issue's id and status, as writes that move it answer. */
+export const issueStatusSchema = component('IssueStatus', obj({ id: str, status: str }));
+
+/** An issue and what accumulates on it: `allOf` the issue, so a generated client's type extends Issue. */
+export const issueDetailSchema = component('IssueDetail', {
+  allOf: [
+    issueSchema,
+    obj({
+      comments: { type: 'array', items: commentSchema },
+      commentCount: int,
+      activity: { type: 'array', items: activitySchema },
+      activityCount: int,
+      evidence: { type: 'array', items: evidenceSchema },
+      approvals: { type: 'array', items: approvalSchema },
+      done: doneStatusSchema,
+      dependencyGraph: component(
+        'IssueGraphContext',
+        obj({ dependencies: { type: 'array', items: refSchema }, dependents: { type: 'array', items: refSchema }, edges: { type: 'array', items: edgeSchema } }),
+      ),
+    }),
+  ],
 });
 
-const edgeSchema = obj({ sourceIssueId: str, targetIssueId: str });
-export const dependencyGraphSchema = obj({ edges: { type: 'array', items: edgeSchema } });
-const refSchema = obj({ id: str, title: str, status: str });
-
-export const issueDetailSchema = obj({
-  ...issueProperties,
-  comments: { type: 'array', items: commentSchema },
-  commentCount: int,
-  activity: { type: 'array', items: activitySchema },
-  activityCount: int,
-  evidence: { type: 'array', items: evidenceSchema },
-  approvals: { type: 'array', items: approvalSchema },
-  done: doneStatusSchema,
-  dependencyGraph: obj({ dependencies: { type: 'array', items: refSchema }, dependents: { type: 'array', items: refSchema }, edges: { type: 'array', items: edgeSchema } }),
-});
-
-export const taskContractSchema = obj({
+export const taskContractSchema = component('TaskContract', obj({
   issueId: str,
   goal: str,
   constraints: strings,
@@ -485,7 +500,7 @@ export const taskContractSchema = obj({
   missingSections: strings,
   version: int,
   updatedAt: time,
-});
+}));
 
 /** An item of GET /api/issues/reminders (also the MCP tool get_issue_reminders). */
 export function reminderItemJson(i: {

@@ -13,6 +13,7 @@ export async function programRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
     '/api/programs',
     {
       schema: {
+        operationId: 'listPrograms',
         summary: 'List programs',
         querystring: {
           type: 'object',
@@ -33,6 +34,7 @@ export async function programRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
     '/api/programs',
     {
       schema: {
+        operationId: 'createProgram',
         summary: 'Create a program',
         description: '`ownerId` must be a member of the workspace (default: the caller).',
         body: {

@@ -1,7 +1,7 @@
 import { ServiceError } from '@planning/errors';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok, page } from '../openapi.js';
+import { ok, page, errors } from '../openapi.js';
 import { projectJson, projectSchema } from './planning-json.js';
 import { contextPackInput, contextPackSchema, cursorSchema, idParams, idSchema, limitSchema, nullableId, qSchema } from './planning-input.js';
 
@@ -62,7 +62,7 @@ export async function projectRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
   app.get<{ Querystring: { workspaceId?: string; q?: string; status?: string; initiativeId?: string; limit?: number; cursor?: string } }>(
     '/api/projects',
     {
-      schema: { summary: 'List projects', querystring: listQuery, response: { 200: page(projectSchema) } },
+      schema: { operationId: 'listProjects', summary: 'List projects', querystring: listQuery, response: { 200: page(projectSchema) } },
       config: { access: { auth: 'session-or-token', scope: 'projects:read' } },
     },
     async (request) => {
@@ -74,7 +74,7 @@ export async function projectRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
   app.post<{ Body: { workspaceId: string; name: string; goal?: string; status?: string; initiativeId?: string; contextPack?: ContextPack } }>(
     '/api/projects',
     {
-      schema: { summary: 'Create a project', body: createBody, response: { 201: ok(projectSchema, 'The new project') } },
+      schema: { operationId: 'createProject', summary: 'Create a project', body: createBody, response: { 201: ok(projectSchema, 'The new project') } },
       config: { access: { auth: 'session-or-token', scope: 'projects:write' } },
     },
     async (request, reply) => {
@@ -101,11 +101,12 @@ export async function projectRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
     '/api/projects',
     {
       schema: {
+        operationId: 'updateProject',
         summary: "Change a project's status and/or goal",
         description:
           'Body: `projectId` plus `status` and/or `goal` (also `name`, `contextPack`, `initiativeId`; `null` detaches the initiative; `doneRequires`, `doneGate`: the project\'s own done policy, `null` back to the workspace\'s). Retry-safe: unchanged fields are returned as they are and `updatedAt` moves only when something changed.',
         body: patchBody,
-        response: { 200: ok(projectSchema) },
+        response: { ...errors('work-already-claimed'), 200: ok(projectSchema) },
       },
       config: { access: { auth: 'session-or-token', scope: 'projects:write' } },
     },
@@ -132,7 +133,7 @@ export async function projectRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
   app.get<{ Params: { id: string } }>(
     '/api/projects/:id',
     {
-      schema: { summary: 'A project', params: idParams, response: { 200: ok(projectSchema) } },
+      schema: { operationId: 'getProject', summary: 'A project', params: idParams, response: { 200: ok(projectSchema) } },
       config: { access: { auth: 'session-or-token', scope: 'projects:read' } },
     },
     async (request) => {

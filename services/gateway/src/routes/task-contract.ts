@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok } from '../openapi.js';
-import { doneStatusJson, doneStatusSchema, taskContractJson, taskContractSchema } from './planning-json.js';
+import { errors, ok } from '../openapi.js';
+import { doneStatusJson, doneStatusSchema, issueStatusSchema, taskContractJson, taskContractSchema } from './planning-json.js';
 import { fencingTokenSchema, idParams, instructionsPatch, instructionsSchema, type RestInstructions } from './planning-input.js';
 
-const issueRef = { type: 'object', required: ['id', 'status'], properties: { id: { type: 'string' }, status: { type: 'string' } } } as const;
+const issueRef = issueStatusSchema;
 
 const patchBody = {
   type: 'object',
@@ -37,6 +37,7 @@ export async function taskContractRoutes(app: FastifyInstance, deps: GatewayDeps
     '/api/issues/:id/task-contract',
     {
       schema: {
+        operationId: 'getTaskContract',
         summary: "An issue's task contract",
         params: idParams,
         response: { 200: taskContractResponse },
@@ -53,12 +54,13 @@ export async function taskContractRoutes(app: FastifyInstance, deps: GatewayDeps
     '/api/issues/:id/task-contract',
     {
       schema: {
+        operationId: 'updateTaskContract',
         summary: "Merge sections into an issue's task contract",
         description:
           'Sections (goal = `objective`, constraints, expectedOutput, verification, permissions, escalation) under `agent.instructions`; the ones sent replace theirs, `null` unsets one. Retry-safe: the same body again changes nothing and records no activity. `completeness.score` = filled sections / 6; `ready` = goal, expected output and a verification step are set.',
         params: idParams,
         body: patchBody,
-        response: { 200: taskContractChangeResponse },
+        response: { ...errors('work-already-claimed'), 200: taskContractChangeResponse },
       },
       config: { access: { auth: 'token', scope: 'issues:write' } },
     },

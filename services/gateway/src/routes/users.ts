@@ -61,6 +61,7 @@ export async function userRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
     '/api/users',
     {
       schema: {
+        operationId: 'createUser',
         summary: 'Create a user (system administrators)',
         body: createBody,
         response: { 201: ok(userSchema, 'The new user (never its password hash)') },
@@ -87,7 +88,7 @@ export async function userRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
   app.get<{ Querystring: { q?: string; limit: number; cursor?: string } }>(
     '/api/users',
     {
-      schema: { summary: 'Users (system administrators)', querystring: listQuery, response: { 200: page(userSchema) } },
+      schema: { operationId: 'listUsers', summary: 'Users (system administrators)', querystring: listQuery, response: { 200: page(userSchema) } },
       config: { access: { auth: 'session' } },
     },
     async (request) => {
@@ -104,6 +105,7 @@ export async function userRoutes(app: FastifyInstance, deps: GatewayDeps): Promi
     '/api/users/:id',
     {
       schema: {
+        operationId: 'updateUser',
         summary: 'Change a user (system administrators)',
         description:
           'Rename, grant or withdraw system administration, disable or enable, or set a new password. ' +

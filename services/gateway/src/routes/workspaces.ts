@@ -4,7 +4,7 @@ import { ServiceError } from '@planning/errors';
 import type { WorkspaceSchema } from '@planning/proto/planning/issues/v1/workspaces_pb';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { ok, page, workspaceSchema } from '../openapi.js';
+import { ok, page, workspaceSchema, errors } from '../openapi.js';
 
 /** The REST shape of a workspace. */
 export function workspaceJson(w: MessageShape<typeof WorkspaceSchema>) {
@@ -87,6 +87,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: GatewayDeps): 
     '/api/workspaces',
     {
       schema: {
+        operationId: 'listWorkspaces',
         summary: 'Workspaces visible to the caller',
         description: 'A session sees its memberships (a system administrator: all); a token sees its own workspace.',
         querystring: listQuery,
@@ -104,7 +105,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: GatewayDeps): 
   app.post<{ Body: { name: string; ownerId?: string; planId?: string } }>(
     '/api/workspaces',
     {
-      schema: { summary: 'Create a workspace', body: createBody, response: { 201: ok(workspaceSchema, 'The new workspace') } },
+      schema: { operationId: 'createWorkspace', summary: 'Create a workspace', body: createBody, response: { 201: ok(workspaceSchema, 'The new workspace') } },
       config: { access: { auth: 'session' } },
     },
     async (request, reply) => {
@@ -130,11 +131,12 @@ export async function workspaceRoutes(app: FastifyInstance, deps: GatewayDeps): 
     '/api/workspaces/:id',
     {
       schema: {
+        operationId: 'updateWorkspace',
         summary: 'Change a workspace: name, status, plan, owner, done policy',
         description: 'Retry-safe: the same change again leaves `version` as it is.',
         params: workspaceParams,
         body: patchBody,
-        response: { 200: ok(workspaceSchema, 'The workspace after the change') },
+        response: { ...errors('work-already-claimed'), 200: ok(workspaceSchema, 'The workspace after the change') },
       },
       config: { access: { auth: 'session' } },
     },
