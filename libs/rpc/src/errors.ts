@@ -38,7 +38,7 @@ export function statusToServiceError(error: GrpcCallError, what: string): Servic
   }
   switch (error.code) {
     case GrpcCode.DEADLINE_EXCEEDED:
-      return new ServiceError('unavailable', `${what} did not answer in time; try again`, {}, { cause: error });
+      return new ServiceError('unavailable', `${what} did not answer within the deadline; try again`, {}, { cause: error });
     case GrpcCode.UNAVAILABLE:
       return new ServiceError('unavailable', `${what} cannot be reached; try again shortly`, {}, { cause: error });
     case GrpcCode.CANCELLED:
