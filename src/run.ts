@@ -11,6 +11,7 @@ import {
   type RuntimeLogger,
 } from '@planning/runtime';
 import { createLogger, type Telemetry } from '@planning/telemetry';
+import { bannerFactsOf, consoleLogLevel, explainStartFailure, printBanner } from './first-run.js';
 import { MODULES, modulesFor } from './modules.js';
 
 export interface RunOptions {
@@ -60,7 +61,8 @@ export async function run(options: RunOptions): Promise<void> {
     process.exit(0);
   }
 
-  const logger = createLogger({ name: config.target === 'all' ? 'planning-service' : `planning-${config.target}`, level: config.LOG_LEVEL });
+  const logLevel = consoleLogLevel(config.LOG_LEVEL, process.env);
+  const logger = createLogger({ name: config.target === 'all' ? 'planning-service' : `planning-${config.target}`, level: logLevel });
   if (config.dataDir !== undefined) {
     logger.info(
       { dataDir: config.dataDir },
@@ -104,8 +106,11 @@ export async function run(options: RunOptions): Promise<void> {
   try {
     await importLegacyDataDir(config, servicesOf(config.target), (details, message) => logger.info(details, message));
     await runtime.start();
+    printBanner(bannerFactsOf(config, settings.settings, logLevel));
   } catch (err) {
     logger.fatal({ err }, 'start failed');
+    const explained = explainStartFailure(err, config as unknown as Record<string, unknown>);
+    if (explained) process.stderr.write(`${explained}\n`);
     await options.telemetry.shutdown().catch(() => undefined);
     process.exit(1);
   }
