@@ -1350,6 +1350,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/oauth/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * OAuth grants (MCP sign-in)
+         * @description With `workspaceId`: the workspace's grants (admins, or a token with `admin`). Without: the signed-in user's own grants, in every workspace (tokens must name their workspace). Oldest first; no token material.
+         *
+         *     Access: a signed-in session, or an API token with `admin`.
+         *
+         *     Access: a signed-in session, or an API token with `admin`.
+         */
+        get: operations["listOAuthGrants"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/oauth/grants/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an OAuth grant
+         * @description Ends the grant at once: its access tokens are refused from the next request on, its refresh tokens too; the record stays, with `revokedAt`. Its user, the workspace's admins, or a token with `admin`. Revoking twice is harmless.
+         *
+         *     Access: a signed-in session, or an API token with `admin`.
+         */
+        delete: operations["revokeOAuthGrant"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2370,6 +2416,28 @@ export interface components {
             dueDate: string | null;
             reminders: components["schemas"]["Reminder"][];
             safeNextActions: components["schemas"]["SafeNextAction"][];
+        };
+        OAuthGrant: {
+            id: string;
+            workspaceId: string;
+            /** @description The agent the grant acts as. */
+            agentId: string;
+            /** @description Who consented. */
+            userId: string;
+            /** @description The MCP client (a registered id or its metadata document URL). */
+            clientId: string;
+            clientName: string | null;
+            scopes: string[];
+            planId: string;
+            rateLimit: components["schemas"]["RateLimit"];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            expiresAt: string;
+            lastUsedAt: string | null;
+            lastRefreshedAt: string | null;
+            revokedAt: string | null;
+            revokeReason: ("revoked" | "client-revoked" | "replay" | "user-removed") | null;
         };
         /** @description `invalid-input` (HTTP 400): a field is missing, malformed, of the wrong type or out of bounds (`error.field` names it). */
         InvalidInputError: components["schemas"]["ErrorBody"] & {
@@ -10948,6 +11016,207 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
+            /** @description `internal`: an unexpected failure inside the service (no details) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `unavailable`: a backend could not be reached, or the service is shutting down: retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    listOAuthGrants: {
+        parameters: {
+            query?: {
+                workspaceId?: string;
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of results */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["OAuthGrant"][];
+                        page: components["schemas"]["PageInfo"];
+                    };
+                };
+            };
+            /** @description `invalid-input`: a field is missing, malformed, of the wrong type or out of bounds (`error.field` names it) */
+            400: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidInputError"];
+                };
+            };
+            /** @description `unauthorized`: no session or token, or an invalid, expired, revoked or disabled one */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `forbidden`: the caller lacks the role, the scope or API access (`error.reason` says which); or `quota-exceeded`: a monthly plan quota is used up (`error.quota`) */
+            403: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"] | components["schemas"]["QuotaExceededError"];
+                };
+            };
+            /** @description `not-found`: the resource does not exist, or belongs to a workspace the caller cannot see */
+            404: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `rate-limited`: too many requests: retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimitedError"];
+                };
+            };
+            /** @description `internal`: an unexpected failure inside the service (no details) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `unavailable`: a backend could not be reached, or the service is shutting down: retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    revokeOAuthGrant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked grant */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["OAuthGrant"];
+                    };
+                };
+            };
+            /** @description `invalid-input`: a field is missing, malformed, of the wrong type or out of bounds (`error.field` names it) */
+            400: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidInputError"];
+                };
+            };
+            /** @description `unauthorized`: no session or token, or an invalid, expired, revoked or disabled one */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `forbidden`: the caller lacks the role, the scope or API access (`error.reason` says which); or `quota-exceeded`: a monthly plan quota is used up (`error.quota`) */
+            403: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"] | components["schemas"]["QuotaExceededError"];
+                };
+            };
+            /** @description `not-found`: the resource does not exist, or belongs to a workspace the caller cannot see */
+            404: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `rate-limited`: too many requests: retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimitedError"];
                 };
             };
             /** @description `internal`: an unexpected failure inside the service (no details) */

@@ -1,5 +1,6 @@
 import { buildApp } from './app.js';
 import type { GatewayDeps } from './deps.js';
+import { siteOf } from './oauth/site.js';
 
 /**
  * The OpenAPI document, without a running service: the gateway's routes registered on an app
@@ -22,6 +23,11 @@ export function inertDeps(): GatewayDeps {
     get: (_target, key) => (key === 'then' ? undefined : inert),
     apply: () => inert,
   });
-  const given: Record<PropertyKey, unknown> = { settings: { MCP_ALLOWED_ORIGINS: [] } };
+  const site = siteOf(undefined, { host: 'localhost', port: 8080 });
+  const given: Record<PropertyKey, unknown> = {
+    settings: { MCP_ALLOWED_ORIGINS: [] },
+    // The MCP endpoint as an OAuth protected resource; the authorization server's own routes are hidden from the document anyway.
+    oauth: { resource: { site, authorizationServers: [site.publicUrl] }, grants: inert },
+  };
   return new Proxy(given, { get: (target, key) => (key in target ? target[key] : inert) }) as unknown as GatewayDeps;
 }

@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { ERROR_CODES, ERROR_TABLE, type ErrorCode } from '@planning/errors';
+import { SCOPES, type Scope } from '@planning/plans';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { RouteAccess } from './auth.js';
 
@@ -255,6 +256,17 @@ function errorComponentName(code: ErrorCode): string {
 
 // ---- tags, security, documented defaults --------------------------------------------------------
 
+const SCOPE_TEXT: Record<Scope, string> = {
+  'issues:read': 'Read tasks and what accumulates on them',
+  'issues:write': 'Create and change tasks, comments, time, evidence, approvals',
+  'projects:read': 'Read projects, milestones, programs, initiatives',
+  'projects:write': 'Create and change projects, milestones, programs, initiatives',
+  'agents:read': 'Read ready work, claims and agents',
+  'agents:execute': 'Claim work and act under a claim',
+  'billing:read': 'Read quota use',
+  admin: 'Administer the workspace: keys, imports, exports, diagnostics, grants',
+};
+
 /** Every tag an operation may carry, in the order the reference lists them. */
 export const TAGS: ReadonlyArray<{ name: string; description: string }> = [
   { name: 'auth', description: 'Sign-in, sign-out, the session and password changes' },
@@ -275,6 +287,7 @@ export const TAGS: ReadonlyArray<{ name: string; description: string }> = [
   { name: 'knowledgebase', description: 'Knowledge documents agents can search' },
   { name: 'admin', description: 'Diagnostics and the audit trail' },
   { name: 'mcp', description: 'The remote MCP endpoint (JSON-RPC 2.0 over Streamable HTTP)' },
+  { name: 'oauth', description: 'OAuth grants of MCP sign-in: list and revoke' },
 ];
 const TAG_NAMES = new Set(TAGS.map((t) => t.name));
 
@@ -316,7 +329,7 @@ function accessText(access: RouteAccess): string {
 /** OpenAPI security requirements; a token's requirement lists the scopes it needs (OpenAPI 3.1 roles). */
 function securityOf(access: RouteAccess): Array<Record<string, string[]>> {
   const session: Array<Record<string, string[]>> = [{ sessionCookie: [] }];
-  const token: Array<Record<string, string[]>> = [{ bearerToken: scopesOf(access) }, { apiKeyHeader: scopesOf(access) }];
+  const token: Array<Record<string, string[]>> = [{ bearerToken: scopesOf(access) }, { apiKeyHeader: scopesOf(access) }, { oauth2: scopesOf(access) }];
   switch (access.auth) {
     case 'public':
       return [{}];
@@ -524,6 +537,25 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           sessionCookie: { type: 'apiKey', in: 'cookie', name: 'service_session', description: 'The session cookie `POST /api/auth/login` sets.' },
           bearerToken: { type: 'http', scheme: 'bearer', bearerFormat: 'svc_ API token', description: 'An API token (`svc_...`) as `Authorization: Bearer <token>`.' },
           apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'The same API token in the `x-api-key` header.' },
+          oauth2: {
+            type: 'oauth2',
+            description:
+              'MCP sign-in: OAuth 2.1 authorization code with PKCE on the built-in authorization server (its metadata at ' +
+              '`/.well-known/oauth-authorization-server`; URLs here are relative to the server), or on the external issuer ' +
+              'the deployment trusts (`/.well-known/oauth-protected-resource/api/mcp` names it). The access token goes in ' +
+              '`Authorization: Bearer` and carries the scopes an API token would; see docs/mcp.md. The built-in server\'s ' +
+              'tokens are opaque; an external issuer\'s JWTs are handled per RFC8725 (JWT best current practices): the ' +
+              'signature is checked against the issuer\'s JWKS with the key\'s own algorithm (never `none`), and the ' +
+              'issuer, the audience (the MCP URL) and the expiry are checked.',
+            flows: {
+              authorizationCode: {
+                authorizationUrl: '/oauth/authorize',
+                tokenUrl: '/oauth/token',
+                refreshUrl: '/oauth/token',
+                scopes: Object.fromEntries(SCOPES.map((scope) => [scope, SCOPE_TEXT[scope]])),
+              },
+            },
+          },
         },
       },
     },

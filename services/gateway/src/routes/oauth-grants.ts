@@ -11,14 +11,14 @@ import type { Principal } from '@planning/rpc';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
 import { grantJson, type GrantRecord } from '../oauth/grants.js';
-import { ok, page } from '../openapi.js';
+import { component, ok, page, rateLimitSchema } from '../openapi.js';
 import { decodeCursor, encodeCursor, pageLimit } from './paging.js';
 
 const str = { type: 'string' } as const;
 const nullable = (schema: object) => ({ anyOf: [schema, { type: 'null' }] });
 const time = { type: 'string', format: 'date-time' } as const;
 
-export const grantSchema = {
+export const grantSchema = component('OAuthGrant', {
   type: 'object',
   required: ['id', 'workspaceId', 'agentId', 'userId', 'clientId', 'clientName', 'scopes', 'planId', 'rateLimit', 'createdAt', 'expiresAt', 'lastUsedAt', 'lastRefreshedAt', 'revokedAt', 'revokeReason'],
   properties: {
@@ -30,7 +30,7 @@ export const grantSchema = {
     clientName: nullable(str),
     scopes: { type: 'array', items: str },
     planId: str,
-    rateLimit: { type: 'object', required: ['requestsPerMinute', 'burst'], properties: { requestsPerMinute: { type: 'integer' }, burst: { type: 'integer' } } },
+    rateLimit: rateLimitSchema,
     createdAt: time,
     expiresAt: time,
     lastUsedAt: nullable(time),
@@ -38,7 +38,7 @@ export const grantSchema = {
     revokedAt: nullable(time),
     revokeReason: nullable({ type: 'string', enum: ['revoked', 'client-revoked', 'replay', 'user-removed'] }),
   },
-} as const;
+});
 
 const id = { type: 'string', minLength: 1, maxLength: 64 } as const;
 
@@ -57,6 +57,7 @@ export async function grantRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/oauth/grants',
     {
       schema: {
+        operationId: 'listOAuthGrants',
         summary: 'OAuth grants (MCP sign-in)',
         description:
           'With `workspaceId`: the workspace\'s grants (admins, or a token with `admin`). Without: the signed-in user\'s own grants, in every workspace (tokens must name their workspace). Oldest first; no token material.',
@@ -86,6 +87,7 @@ export async function grantRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
     '/api/oauth/grants/:id',
     {
       schema: {
+        operationId: 'revokeOAuthGrant',
         summary: 'Revoke an OAuth grant',
         description:
           "Ends the grant at once: its access tokens are refused from the next request on, its refresh tokens too; the record stays, with `revokedAt`. Its user, the workspace's admins, or a token with `admin`. Revoking twice is harmless.",
