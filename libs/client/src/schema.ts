@@ -178,7 +178,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a workspace: name, status, plan, owner
+         * Change a workspace: name, status, plan, owner, done policy
          * @description Retry-safe: the same change again leaves `version` as it is.
          *
          *     Access: a signed-in session only (API tokens get 403).
@@ -357,7 +357,7 @@ export interface paths {
         head?: never;
         /**
          * Change a project's status and/or goal
-         * @description Body: `projectId` plus `status` and/or `goal` (also `name`, `contextPack`, `initiativeId`; `null` detaches the initiative). Retry-safe: unchanged fields are returned as they are and `updatedAt` moves only when something changed.
+         * @description Body: `projectId` plus `status` and/or `goal` (also `name`, `contextPack`, `initiativeId`; `null` detaches the initiative; `doneRequires`, `doneGate`: the project's own done policy, `null` back to the workspace's). Retry-safe: unchanged fields are returned as they are and `updatedAt` moves only when something changed.
          *
          *     Access: a signed-in session, or an API token with `projects:write`.
          */
@@ -701,7 +701,7 @@ export interface paths {
         head?: never;
         /**
          * Change an issue
-         * @description Only the fields sent change; `null` unsets an optional field. Status moves follow the allowed transitions (409 `invalid-transition` otherwise). Retry-safe: the same body twice changes nothing the second time. `meta.changedFields` names what changed.
+         * @description Only the fields sent change; `null` unsets an optional field. Status moves follow the allowed transitions (409 `invalid-transition` otherwise); moves to done (and in-review, where the done policy says so) need what the policy asks (409 `evidence-missing` with `missingCheckIds`, `approval-pending`, `approval-required`) unless a member sends `override: { reason }` (audited). Agent writes are fenced by their claim (`fencingToken`; docs/claims.md). Retry-safe: the same body twice changes nothing the second time. `meta.changedFields` names what changed.
          *
          *     Access: a signed-in session, or an API token with `issues:write`.
          */
@@ -725,7 +725,9 @@ export interface paths {
         put?: never;
         /**
          * Comment on an issue
-         * @description Access: a signed-in session, or an API token with `issues:write`.
+         * @description An agent that lost its claim (expired, or taken over) may still comment, so it can say what happened; under another agent's active claim it gets 409 `active-claim`, and a stale `fencingToken` 409 `stale-claim`.
+         *
+         *     Access: a signed-in session, or an API token with `issues:write`.
          */
         post: operations["addComment"];
         delete?: never;
@@ -777,7 +779,7 @@ export interface paths {
         put?: never;
         /**
          * Attach evidence (proof) to an issue
-         * @description Evidence naming an acceptance check (`checkId`) marks that check done.
+         * @description Evidence naming an acceptance check (`checkId`) marks that check done; under a done policy of `evidence` or `evidence-and-approval`, every check needs evidence naming it before done.
          *
          *     Access: a signed-in session, or an API token with `issues:write`.
          */
@@ -805,7 +807,9 @@ export interface paths {
         put?: never;
         /**
          * Request an approval on an issue
-         * @description Access: a signed-in session, or an API token with `issues:write`.
+         * @description `for` names what it gates: `done` or `in-review` (that move is refused with 409 `approval-pending` until a member decides the request or it expires, after `APPROVAL_TTL_SECONDS`, 7 days by default), or `merge` / `custom` (default) for steps outside the service.
+         *
+         *     Access: a signed-in session, or an API token with `issues:write`.
          */
         post: operations["requestApproval"];
         delete?: never;
@@ -825,7 +829,7 @@ export interface paths {
         put?: never;
         /**
          * Approve or reject a pending approval request
-         * @description For signed-in members (and up) of the workspace; a request is decided once (409 `invalid-transition` after that).
+         * @description For signed-in members (and up) of the workspace, never a token; a request is decided once, and not after it expired (409 `invalid-transition`). Deciding releases the move it gated; the requesting agent sees the decision on the task (ready work, preflight, heartbeats).
          *
          *     Access: a signed-in session only (API tokens get 403).
          */
@@ -943,7 +947,7 @@ export interface paths {
         put?: never;
         /**
          * Renew your claim (heartbeat)
-         * @description The lease starts again from now. 409 `stale-claim` when you hold no active claim on the task (expired, released, completed, taken over) or the fencing token is not the current one.
+         * @description The lease starts again from now; `issue.approvals` shows the task's approval requests and their decisions. 409 `stale-claim` when you hold no active claim on the task (expired, released, completed, taken over) or the fencing token is not the current one.
          *
          *     Access: an API token with `issues:write` and `agents:execute`.
          */
@@ -1420,6 +1424,8 @@ export interface components {
                 };
                 /** @description Ids that failed a bulk preflight. */
                 failedIds?: string[];
+                /** @description With reason evidence-missing: the acceptance checks without evidence. */
+                missingCheckIds?: string[];
             } & {
                 [key: string]: unknown;
             };
@@ -1455,6 +1461,13 @@ export interface components {
             updatedAt: string;
             /** Format: int64 */
             version: number;
+            /**
+             * @description The done policy (docs/planning.md).
+             * @enum {string}
+             */
+            doneRequires: "nothing" | "evidence" | "evidence-and-approval";
+            /** @enum {string} */
+            doneGate: "done" | "in-review";
         };
         Member: {
             workspaceId: string;
@@ -1598,6 +1611,16 @@ export interface components {
             createdBy: string;
             /** Format: int64 */
             version: number;
+            /**
+             * @description The project's own done policy; null: the workspace's applies.
+             * @enum {string|null}
+             */
+            doneRequires: "nothing" | "evidence" | "evidence-and-approval" | null;
+            /**
+             * @description The first move the project's policy gates; null: the workspace's.
+             * @enum {string|null}
+             */
+            doneGate: "done" | "in-review" | null;
         };
         Milestone: {
             id: string;
@@ -1779,13 +1802,64 @@ export interface components {
             requestedBy: string;
             reason: string;
             /** @enum {string} */
-            status: "pending" | "approved" | "rejected";
+            status: "pending" | "approved" | "rejected" | "expired";
             decidedBy: string | null;
             /** Format: date-time */
             decidedAt: string | null;
             decisionNote: string | null;
             /** Format: date-time */
             createdAt: string;
+            /**
+             * @description The move it gates (done, in-review: blocked while pending) or an outside step (merge, custom).
+             * @enum {string}
+             */
+            for: "done" | "in-review" | "merge" | "custom";
+            /**
+             * Format: date-time
+             * @description A pending request stops blocking (and expires) at this instant.
+             */
+            expiresAt: string;
+        };
+        ApprovalGate: {
+            id: string;
+            /** @enum {string} */
+            for: "done" | "in-review" | "merge" | "custom";
+            /** @enum {string} */
+            status: "pending" | "approved" | "rejected" | "expired";
+            requestedBy: string;
+            /** Format: date-time */
+            requestedAt: string;
+            /** Format: date-time */
+            expiresAt: string;
+            /** Format: date-time */
+            decidedAt: string | null;
+        };
+        DoneStatus: {
+            /**
+             * @description The done policy in force (the project's, else the workspace's).
+             * @enum {string}
+             */
+            requires: "nothing" | "evidence" | "evidence-and-approval";
+            /**
+             * @description done: moves to done are gated; in-review: moves to in-review and to done.
+             * @enum {string}
+             */
+            gate: "done" | "in-review";
+            /** @description Acceptance checks no evidence names yet (add evidence with checkId). */
+            missingCheckIds: string[];
+            /** Format: int64 */
+            evidencedChecks: number;
+            /** Format: int64 */
+            evidenceCount: number;
+            /**
+             * @description The approval the policy needs: for done, approved after the last evidence.
+             * @enum {string}
+             */
+            approval: "not-required" | "missing" | "pending" | "approved" | "rejected";
+            /** @description The gated moves would pass now. */
+            ready: boolean;
+            /** @description What is still to do, in words; empty when ready. */
+            nextStep: string;
         };
         DependencyEdge: {
             sourceIssueId: string;
@@ -1817,6 +1891,7 @@ export interface components {
             activityCount: number;
             evidence: components["schemas"]["Evidence"][];
             approvals: components["schemas"]["Approval"][];
+            done: components["schemas"]["DoneStatus"];
             dependencyGraph: components["schemas"]["IssueGraphContext"];
         };
         TaskContract: {
@@ -1903,11 +1978,20 @@ export interface components {
                 /** @enum {string} */
                 quotaState: "within-run-budget" | "run-budget-exhausted";
                 nextAction: string;
+                /** @description Acceptance checks done over all, and what the done policy still needs (docs/planning.md). */
                 doneEvidence: {
                     /** Format: int64 */
                     completed: number;
                     /** Format: int64 */
                     total: number;
+                    /** @enum {string} */
+                    requires: "nothing" | "evidence" | "evidence-and-approval";
+                    /** @description Checks no evidence names yet. */
+                    missingCheckIds: string[];
+                    /** @enum {string} */
+                    approval: "not-required" | "missing" | "pending" | "approved" | "rejected";
+                    /** @description The moves the policy gates would pass now. */
+                    ready: boolean;
                 };
                 /** @description Why a claim would fail now (dependencies-open, active-claim, held-by-you, agent-busy, run-budget-exhausted); null when it would succeed. */
                 whyNotClaimable: {
@@ -1917,6 +2001,8 @@ export interface components {
             };
             /** @description Your claim on this task, if you hold it. */
             claim: components["schemas"]["Claim"] | null;
+            /** @description The task's approval requests: pending ones, and the latest decided per `for`. */
+            approvals: components["schemas"]["ApprovalGate"][];
         };
         ClaimPolicy: {
             workspaceId: string;
@@ -2269,6 +2355,9 @@ export interface components {
             project: components["schemas"]["ContextSource"] | null;
             initiative: components["schemas"]["ContextSource"] | null;
             documents: components["schemas"]["KnowledgeDocument"][];
+            done: components["schemas"]["DoneStatus"];
+            /** @description The task's approval requests (pending, and the latest decided per `for`). */
+            approvals: components["schemas"]["ApprovalGate"][];
         };
         LaunchReadiness: {
             implementation: {
@@ -2400,6 +2489,14 @@ export interface components {
                     issueId: string;
                     reason: string;
                     createdAt: string;
+                }[];
+                /** @description pending-approvals: your requests on your held task that a member decided, or that expired. */
+                decided?: {
+                    id: string;
+                    issueId: string;
+                    for: string;
+                    status: string;
+                    decidedAt: string | null;
                 }[];
                 /** Format: int64 */
                 claimable?: number | null;
@@ -3328,6 +3425,16 @@ export interface operations {
                     planId?: "free" | "beginner" | "hobbyist" | "pro" | "enterprise";
                     /** @description Transfers ownership (the owner or a system administrator); the previous owner becomes an admin. */
                     ownerId?: string;
+                    /**
+                     * @description Admins and owners. What a task needs before done: nothing, evidence for every acceptance check, or that and an approval after the last evidence.
+                     * @enum {string}
+                     */
+                    doneRequires?: "nothing" | "evidence" | "evidence-and-approval";
+                    /**
+                     * @description Admins and owners. The first move the done policy gates (in-review: in-review and done).
+                     * @enum {string}
+                     */
+                    doneGate?: "done" | "in-review";
                 };
             };
         };
@@ -4480,6 +4587,16 @@ export interface operations {
                     name?: string;
                     contextPack?: components["schemas"]["ContextPackItemInput"][];
                     initiativeId?: string | null;
+                    /**
+                     * @description The project's own done policy; null: back to the workspace's.
+                     * @enum {string|null}
+                     */
+                    doneRequires?: "nothing" | "evidence" | "evidence-and-approval" | null;
+                    /**
+                     * @description The first move the project's policy gates; null: the workspace's.
+                     * @enum {string|null}
+                     */
+                    doneGate?: "done" | "in-review" | null;
                 };
             };
         };
@@ -6442,6 +6559,15 @@ export interface operations {
                             assignedAgentId?: string | null;
                         };
                     };
+                    /**
+                     * Format: int32
+                     * @description An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current claim's).
+                     */
+                    fencingToken?: number;
+                    /** @description Members only (403 for agents), with a status move: sets the done policy and pending approvals aside, recorded in activity and the audit trail. */
+                    override?: {
+                        reason: string;
+                    };
                 };
             };
         };
@@ -6710,9 +6836,13 @@ export interface operations {
                     version?: number;
                     /**
                      * Format: int32
-                     * @description An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current one).
+                     * @description An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current claim's).
                      */
                     fencingToken?: number;
+                    /** @description Members only (403 for agents), with a status move: sets the done policy and pending approvals aside, recorded in activity and the audit trail. */
+                    override?: {
+                        reason: string;
+                    };
                 };
             };
         };
@@ -6946,6 +7076,11 @@ export interface operations {
             content: {
                 "application/json": {
                     body: string;
+                    /**
+                     * Format: int32
+                     * @description An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current claim's).
+                     */
+                    fencingToken?: number;
                 };
             };
         };
@@ -7178,6 +7313,11 @@ export interface operations {
                      * @description When the work was done (default: now).
                      */
                     loggedAt?: string;
+                    /**
+                     * Format: int32
+                     * @description An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current claim's).
+                     */
+                    fencingToken?: number;
                 };
             };
         };
@@ -7406,6 +7546,11 @@ export interface operations {
                     url?: string;
                     body?: string;
                     checkId?: string;
+                    /**
+                     * Format: int32
+                     * @description An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current claim's).
+                     */
+                    fencingToken?: number;
                 };
             };
         };
@@ -7514,7 +7659,7 @@ export interface operations {
             query?: {
                 limit?: number;
                 cursor?: string;
-                status?: "pending" | "approved" | "rejected";
+                status?: "pending" | "approved" | "rejected" | "expired";
             };
             header?: never;
             path: {
@@ -7626,6 +7771,13 @@ export interface operations {
             content: {
                 "application/json": {
                     reason: string;
+                    /** @enum {string} */
+                    for?: "done" | "in-review" | "merge" | "custom";
+                    /**
+                     * Format: int32
+                     * @description An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current claim's).
+                     */
+                    fencingToken?: number;
                 };
             };
         };
@@ -7961,6 +8113,7 @@ export interface operations {
                         data: {
                             issue: components["schemas"]["IssueStatus"];
                             taskContract: components["schemas"]["TaskContract"];
+                            done: components["schemas"]["DoneStatus"];
                         };
                     };
                 };
@@ -8060,6 +8213,11 @@ export interface operations {
                      * @description Apply only if the issue is still at this version.
                      */
                     version?: number;
+                    /**
+                     * Format: int32
+                     * @description An agent writing under its claim: the claim's fencing token (409 `stale-claim` when it is not the current claim's).
+                     */
+                    fencingToken?: number;
                 };
             };
         };
@@ -8447,7 +8605,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        data: components["schemas"]["ClaimAndIssue"];
+                        data: {
+                            claim: components["schemas"]["Claim"];
+                            issue: {
+                                id: string;
+                                status: string;
+                                /** @description Pending requests, and the latest decided per `for`. */
+                                approvals: components["schemas"]["ApprovalGate"][];
+                            };
+                        };
                     };
                 };
             };
@@ -8581,7 +8747,12 @@ export interface operations {
                     "application/json": {
                         data: {
                             claim: components["schemas"]["Claim"];
-                            issue: components["schemas"]["IssueStatus"];
+                            issue: {
+                                id: string;
+                                status: string;
+                                /** @description Pending requests, and the latest decided per `for`. */
+                                approvals: components["schemas"]["ApprovalGate"][];
+                            };
                             note: {
                                 id: string;
                                 body: string;

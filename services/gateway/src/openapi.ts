@@ -45,12 +45,24 @@ export function component<T extends object>(name: string, schema: T): T {
   return schema;
 }
 
+const describedComponents = new WeakMap<object, string>();
+
+/** A component with a description of its own where it is used: `{ $ref, description }` in the document. */
+export function described<T extends object>(schema: T, description: string): T & { description: string } {
+  const copy = { ...schema, description };
+  const name = componentNames.get(schema);
+  if (name !== undefined) describedComponents.set(copy, name);
+  return copy;
+}
+
 /** `node` with every declared component in it (but `self`) replaced by a reference to it. */
 function referenced(node: unknown, self?: object): unknown {
   if (Array.isArray(node)) return node.map((n: unknown) => referenced(n));
   if (node === null || typeof node !== 'object') return node;
   const name = node === self ? undefined : componentNames.get(node);
   if (name !== undefined) return { $ref: `#/components/schemas/${name}` };
+  const describedName = describedComponents.get(node);
+  if (describedName !== undefined) return { $ref: `#/components/schemas/${describedName}`, description: (node as { description: string }).description };
   return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, referenced(v)]));
 }
 

@@ -14,7 +14,7 @@ import type {
   WorkspaceCustomizationSchema,
 } from '@planning/proto/planning/issues/v1/guidance_pb';
 import type { ContextPackItemSchema } from '@planning/proto/planning/issues/v1/projects_pb';
-import { component } from '../openapi.js';
+import { component, described } from '../openapi.js';
 import { approvalGateJson, approvalGateSchema, doneStatusJson, doneStatusSchema, refSchema } from './planning-json.js';
 
 type Shape<S extends DescMessage> = MessageShape<S>;
@@ -256,7 +256,7 @@ export const contextPackSchema = component('TaskContextPack', obj({
   project: contextSourceSchema,
   initiative: contextSourceSchema,
   documents: { type: 'array', items: documentSchema },
-  done: { ...doneStatusSchema, description: 'What moving the task to done still needs under the done policy.' },
+  done: described(doneStatusSchema, 'What moving the task to done still needs under the done policy.'),
   approvals: { type: 'array', items: approvalGateSchema, description: "The task's approval requests (pending, and the latest decided per `for`)." },
 }));
 

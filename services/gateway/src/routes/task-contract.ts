@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps } from '../deps.js';
-import { errors, ok } from '../openapi.js';
+import { described, errors, ok } from '../openapi.js';
 import { doneStatusJson, doneStatusSchema, issueStatusSchema, taskContractJson, taskContractSchema } from './planning-json.js';
 import { fencingTokenSchema, idParams, instructionsPatch, instructionsSchema, type RestInstructions } from './planning-input.js';
 
@@ -20,7 +20,7 @@ const patchBody = {
 export const taskContractResponse = ok({
   type: 'object',
   required: ['issue', 'taskContract', 'done'],
-  properties: { issue: issueRef, taskContract: taskContractSchema, done: { ...doneStatusSchema, description: 'What moving the task to done still needs under the done policy.' } },
+  properties: { issue: issueRef, taskContract: taskContractSchema, done: described(doneStatusSchema, 'What moving the task to done still needs under the done policy.') },
 });
 export const taskContractChangeResponse = ok({
   type: 'object',
