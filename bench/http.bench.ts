@@ -28,6 +28,8 @@ const ROUNDS = Number(process.env.HTTP_BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.HTTP_BENCH_SECONDS ?? 5);
 const WRITES = Number(process.env.HTTP_BENCH_WRITES ?? 100_000);
 const OPEN_LOOP_SECONDS = 20;
+/** HTTP_BENCH_QUICK=1: only the closed-loop rows (for comparing builds or settings quickly). */
+const QUICK = process.env.HTTP_BENCH_QUICK === '1';
 const AGENT_RATE = 4;
 const SCOPES = ['issues:read', 'issues:write', 'agents:read', 'agents:execute'];
 
@@ -186,7 +188,7 @@ async function seed(base: string, adminPassword: string, log: (line: string) => 
     patchTasks.push(await task(`Patched ${i}`, { status: 'backlog' }));
   }
   const loopTasks: string[][] = [];
-  const perAgent = Math.ceil((OPEN_LOOP_SECONDS * AGENT_RATE) / 5) + 2;
+  const perAgent = QUICK ? 0 : Math.ceil((OPEN_LOOP_SECONDS * AGENT_RATE) / 5) + 2;
   for (let i = 0; i < CONNECTIONS; i++) {
     const mine: string[] = [];
     for (let j = 0; j < perAgent; j++) mine.push(await task(`Loop ${i}.${j}`, { status: 'backlog', agent: { assignedAgentId: `agent-${i}` } }));
@@ -310,6 +312,8 @@ const bench: Bench = {
       execFileSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { cwd: ROOT, stdio: 'ignore' });
     }
 
+    const quickSummary = () =>
+      [...rows.entries()].map(([label, runs]) => `${label}: ${fmt(median(runs).rps)}/s p99 ${ms(median(runs).p99)}`).join('\n');
     // ---- all-in-one beside the anchors ------------------------------------------------------------
     const helloPort = await getFreePort();
     const stubPort = await getFreePort();
@@ -326,6 +330,7 @@ const bench: Bench = {
       SERVICE_DEMO: '0',
       SERVICE_ADMIN_PASSWORD: adminPassword,
       ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
+      ...(process.env.SERVICES_THREAD ? { SERVICES_THREAD: process.env.SERVICES_THREAD } : {}),
     };
     const app = await spawnNode([join(ROOT, 'dist/main.mjs')], appEnv, port, '/ready');
     const rows = new Map<string, Run[]>();
@@ -379,6 +384,7 @@ const bench: Bench = {
         claimRate = Math.max(claimRate, await inProcessClaimRate());
       }
 
+      if (QUICK) return rows.size > 0 ? quickSummary() : '';
       log('open loop: 50 agents at 4 requests/s');
       for (const [i, tasks] of f.loopTasks.entries()) for (const id of tasks) await setStatus(app.url, f.agentKeys[i]!.token, id, 'ready');
       loop = await openLoop(app.url, f);

@@ -61,7 +61,7 @@ if (process.argv.includes('--if-stale') && existsSync(join(root, 'dist/main.mjs'
 const dist = join(root, 'dist');
 mkdirSync(dist, { recursive: true });
 const result = await build({
-  entryPoints: { main: join(root, 'src/main.ts') },
+  entryPoints: { main: join(root, 'src/main.ts'), 'services-worker': join(root, 'src/services-worker.ts') },
   outdir: dist,
   outExtension: { '.js': '.mjs' },
   entryNames: '[name]',
@@ -91,6 +91,7 @@ const result = await build({
 // Chunks before the entry point: a process that loads the new main.mjs finds every chunk it names.
 const mainPath = join(dist, 'main.mjs');
 const ordered = [...result.outputFiles].sort((a, b) => Number(a.path.startsWith(mainPath)) - Number(b.path.startsWith(mainPath)));
+// (services-worker.mjs is loaded by main's code, after main.mjs: written before it as well.)
 mkdirSync(join(dist, 'chunks'), { recursive: true });
 for (const file of ordered) {
   const partial = `${file.path}.${process.pid}.partial`;

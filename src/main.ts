@@ -45,4 +45,10 @@ process.env.OTEL_SERVICE_NAME ??= target === 'all' ? 'planning-service' : `plann
 
 const { telemetry } = await import('@planning/telemetry/register');
 const { run } = await import('./run.js');
-await run({ target: values.target, printConfig: values['print-config'] ?? false, telemetry });
+// The services' worker thread is a sibling entry point: dist/services-worker.mjs beside the bundle,
+// or src/services-worker.ts (with the TypeScript loader) when this file runs from source.
+const fromSource = import.meta.url.endsWith('.ts');
+const worker = fromSource
+  ? { entry: new URL('./services-worker.ts', import.meta.url), execArgv: ['--import', 'tsx'] }
+  : { entry: new URL('./services-worker.mjs', import.meta.url) };
+await run({ target: values.target, printConfig: values['print-config'] ?? false, telemetry, worker });

@@ -9,13 +9,18 @@ import { importsExportsModule } from '@planning/imports-exports';
 import { demoModule, issuesModule } from '@planning/issues';
 import {
   busModule,
+  createServicesThreadModule,
   httpModule,
   metricsModule,
   resolveModules,
   rpcClientsModule,
   rpcServerModule,
   servicesOf,
+  threadBusModule,
+  threadClientsModule,
+  usesServicesThread,
   type AnyModuleDefinition,
+  type ProcessConfig,
   type Target,
 } from '@planning/runtime';
 
@@ -46,4 +51,19 @@ export function rootsOf(target: Target): string[] {
 /** The modules a target runs, in start order. */
 export function modulesFor(target: Target): string[] {
   return resolveModules(MODULES, rootsOf(target));
+}
+
+/**
+ * What the main thread runs: every module of the target, or, when the services run in a worker
+ * thread (all-in-one on two cores or more), the gateway, HTTP and demo data with ports into it.
+ */
+export function mainThreadPlan(
+  config: ProcessConfig,
+  worker: { entry: URL; execArgv?: string[] },
+): { definitions: readonly AnyModuleDefinition[]; roots: string[] } {
+  if (!usesServicesThread(config)) return { definitions: MODULES, roots: rootsOf(config.target) };
+  return {
+    definitions: [createServicesThreadModule(worker.entry, worker.execArgv ? { execArgv: worker.execArgv } : {}), threadBusModule, threadClientsModule, httpModule, gatewayModule, demoModule],
+    roots: ['gateway', 'http', 'demo'],
+  };
 }

@@ -12,10 +12,12 @@ import {
 } from '@planning/runtime';
 import { createLogger, type Telemetry } from '@planning/telemetry';
 import { bannerFactsOf, consoleLogLevel, explainStartFailure, printBanner } from './first-run.js';
-import { MODULES, modulesFor } from './modules.js';
+import { MODULES, mainThreadPlan, modulesFor } from './modules.js';
 
 export interface RunOptions {
   target: string | undefined;
+  /** The services' worker thread entry (all-in-one on two cores or more; see SERVICES_THREAD). */
+  worker: { entry: URL; execArgv?: string[] };
   printConfig: boolean;
   telemetry: Telemetry;
 }
@@ -69,10 +71,11 @@ export async function run(options: RunOptions): Promise<void> {
       config.dataDir === IN_MEMORY ? 'embedded store in memory: nothing is kept after exit' : `embedded store keeps its data in ${config.dataDir}`,
     );
   }
+  const plan = mainThreadPlan(config, options.worker);
   const runtime = createRuntime({
-    definitions: MODULES,
+    definitions: plan.definitions,
     target: config.target,
-    roots: modules,
+    roots: plan.roots,
     config,
     settings: settings.settings,
     logger: logger as unknown as RuntimeLogger,

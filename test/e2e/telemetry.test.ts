@@ -56,9 +56,11 @@ describe.each<Mode>(['all-in-one', 'distributed'])('telemetry (%s)', (mode) => {
     const spans = await eventually(
       async () => {
         const found = inTrace(traceId);
+        // In all-in-one the gateway's thread and the services' thread export their spans separately, in either order.
         const ends =
           found.some((s) => s.name === 'process planning.issues.workspace.created' && s.service.endsWith(mode === 'all-in-one' ? 'service' : 'audit')) &&
-          found.some((s) => s.name === 'POST /api/workspaces');
+          found.some((s) => s.name === 'POST /api/workspaces') &&
+          found.some((s) => s.name.includes('WorkspaceService/CreateWorkspace') && s.kind === 2);
         return ends ? found : undefined;
       },
       30_000,

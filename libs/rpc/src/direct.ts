@@ -8,7 +8,7 @@
  */
 import { create, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
 import { Metadata } from '@grpc/grpc-js';
-import { SpanKind, SpanStatusCode, context, trace, type Context } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, trace, type Context, type Span } from '@opentelemetry/api';
 import { ERROR_TABLE, ServiceError } from '@planning/errors';
 import { recordRpcCall, type Logger } from '@planning/telemetry';
 import { grpcCodeName } from './errors.js';
@@ -121,6 +121,47 @@ export function createLocalServices(options: { logger: Logger; shutdownTimeoutMs
   };
 }
 
+/**
+ * What every in-process client does before a call leaves it: refuse a cancelled call, make the
+ * callee's checked copy of the request (what a gRPC client would refuse is `invalid-input`), fix
+ * the deadline and open the CLIENT span (`rpc.system`: the transport).
+ */
+export function beginClientCall(
+  service: DescService,
+  method: DescMethod,
+  request: unknown,
+  options: RpcCallOptions,
+  defaultDeadlineMs: number,
+  system: string,
+): { ok: true; input: Message; deadline: Date; span: Span } | { ok: false; error: ServiceError } {
+  const what = `${service.typeName}/${method.name}`;
+  if (options.signal?.aborted) return { ok: false, error: new ServiceError('unavailable', `${what}: call cancelled`) };
+  let input: Message;
+  try {
+    input = checkedCopy(method.input, create(method.input, request as never));
+  } catch (err) {
+    return { ok: false, error: new ServiceError('invalid-input', 'A value in the request is out of range for its field', {}, { cause: err }) };
+  }
+  const span = trace.getTracer(TRACER_NAME).startSpan(what, {
+    kind: SpanKind.CLIENT,
+    attributes: { 'rpc.system': system, 'rpc.service': service.typeName, 'rpc.method': method.name },
+  });
+  return { ok: true, input, deadline: resolveDeadline(options, defaultDeadlineMs), span };
+}
+
+/** Ends a CLIENT span the way the gRPC client does: the status code, and on failure the error. */
+export function endClientSpan(span: Span, error?: ServiceError): void {
+  if (error) {
+    const code = ERROR_TABLE[error.code].grpc;
+    span.setAttribute('rpc.grpc.status_code', code);
+    span.setAttribute('error.type', error.code);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: grpcCodeName(code) });
+  } else {
+    span.setAttribute('rpc.grpc.status_code', 0);
+  }
+  span.end();
+}
+
 export interface DirectClientOptions {
   services: LocalServices;
   /** Deadline of a call that names none. Default 10 000 ms. */
@@ -154,18 +195,9 @@ export function createDirectClient<S extends DescService>(service: S, options: D
     const what = `${service.typeName}/${method.name}`;
     if (closed) return Promise.reject(new ServiceError('unavailable', `${what}: client closed`));
     const { signal } = callOptions;
-    if (signal?.aborted) return Promise.reject(new ServiceError('unavailable', `${what}: call cancelled`));
-    let input: Message;
-    try {
-      input = checkedCopy(method.input, create(method.input, request as never));
-    } catch (err) {
-      return Promise.reject(new ServiceError('invalid-input', 'A value in the request is out of range for its field', {}, { cause: err }));
-    }
-    const deadline = resolveDeadline(callOptions, defaultDeadlineMs);
-    const span = trace.getTracer(TRACER_NAME).startSpan(what, {
-      kind: SpanKind.CLIENT,
-      attributes: { 'rpc.system': 'direct', 'rpc.service': service.typeName, 'rpc.method': method.name },
-    });
+    const begun = beginClientCall(service, method, request, callOptions, defaultDeadlineMs, 'direct');
+    if (!begun.ok) return Promise.reject(begun.error);
+    const { input, deadline, span } = begun;
     const controller = new AbortController();
     const started = performance.now();
     const record = (code: number, errorType?: string): void =>
@@ -183,12 +215,8 @@ export function createDirectClient<S extends DescService>(service: S, options: D
         if (settled) return;
         settled = true;
         cleanup();
-        const code = ERROR_TABLE[error.code].grpc;
-        span.setAttribute('rpc.grpc.status_code', code);
-        span.setAttribute('error.type', error.code);
-        span.setStatus({ code: SpanStatusCode.ERROR, message: grpcCodeName(code) });
-        span.end();
-        record(code, error.code);
+        endClientSpan(span, error);
+        record(ERROR_TABLE[error.code].grpc, error.code);
         reject(error);
       };
       const onAbort = (): void => {
@@ -226,8 +254,7 @@ export function createDirectClient<S extends DescService>(service: S, options: D
           if (settled) return;
           settled = true;
           cleanup();
-          span.setAttribute('rpc.grpc.status_code', 0);
-          span.end();
+          endClientSpan(span);
           record(0);
           resolve(outcome.value);
         });

@@ -1,6 +1,6 @@
 export { createRpcServer, type RpcServer, type RpcServerOptions } from './server.js';
 export { createRpcClient, type RpcClientOptions } from './client.js';
-export { createDirectClient, createLocalServices, type DirectClientOptions, type LocalCall, type LocalServices } from './direct.js';
+export { beginClientCall, createDirectClient, createLocalServices, endClientSpan, type DirectClientOptions, type LocalCall, type LocalServices } from './direct.js';
 export type { HandlerOutcome } from './invoke.js';
 export { checkedCopy, copyMessage } from './isolate.js';
 export {

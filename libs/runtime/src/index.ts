@@ -5,3 +5,5 @@ export * from './http.js';
 export * from './infra.js';
 export * from './metrics.js';
 export { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
+export * from './services-thread.js';
+export type { ReadyReport as ThreadReadyReport } from './thread-port.js';

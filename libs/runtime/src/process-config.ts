@@ -3,7 +3,7 @@
  * peers). Read from environment variables only, once, in `loadProcessConfig`.
  */
 import { randomBytes } from 'node:crypto';
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { env, loadEnv, secret, type ConfigProblem, type EnvValues, describeEnv } from '@planning/config';
 
@@ -52,6 +52,11 @@ export const processEnvShape = {
    * Services in other processes are always called over gRPC.
    */
   RPC_TRANSPORT: env.oneOf(['direct', 'grpc']).default('direct'),
+  /**
+   * All-in-one only: run the services in a worker thread beside the gateway's (`on`), in the
+   * gateway's thread (`off`), or `auto`: a worker thread when the machine has two cores or more.
+   */
+  SERVICES_THREAD: env.oneOf(['auto', 'on', 'off']).default('auto'),
   SHUTDOWN_DELAY_MS: env.int(0, 120_000).optional(),
   /**
    * Which proxies in front of the HTTP server to trust for the client address and protocol
@@ -112,6 +117,12 @@ export const SERVICE_PEERS: Readonly<Record<ServiceName, readonly ServiceName[]>
   'imports-exports': ['issues'],
   audit: ['issues'],
 };
+
+/** Does this all-in-one process run its services in a worker thread (see SERVICES_THREAD)? */
+export function usesServicesThread(config: Pick<ProcessConfig, 'target' | 'SERVICES_THREAD'>): boolean {
+  if (config.target !== 'all' || config.SERVICES_THREAD === 'off') return false;
+  return config.SERVICES_THREAD === 'on' || availableParallelism() >= 2;
+}
 
 export function servicesOf(target: Target): ServiceName[] {
   return target === 'all' ? [...SERVICE_MODULES] : [target];

@@ -29,7 +29,8 @@ interface GatewayView {
  */
 export const demoModule: ModuleDefinition<DemoSettings> = {
   name: 'demo',
-  deps: ['gateway', 'issues', 'rpc-clients'],
+  // The issues service is reached through rpc-clients (in all-in-one it may run in another thread).
+  deps: ['gateway', 'rpc-clients'],
   settings: demoSettings,
   async init(ctx) {
     return {

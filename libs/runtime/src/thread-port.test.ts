@@ -1,0 +1,97 @@
+import { MessageChannel } from 'node:worker_threads';
+import { createInProcessBus, type EventEnvelope } from '@planning/bus';
+import { ServiceError } from '@planning/errors';
+import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
+import { createLocalServices, type CallContext, type Principal, type ServiceImplementation } from '@planning/rpc';
+import { createLogger } from '@planning/telemetry';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createThreadPortClient, serveThreadPort } from './thread-port.js';
+
+const USER: Principal = { type: 'user', id: 'usr_1', userId: 'usr_1', isAdmin: false, scopes: [] };
+const channels: MessageChannel[] = [];
+afterEach(() => {
+  for (const c of channels.splice(0)) {
+    c.port1.close();
+    c.port2.close();
+  }
+});
+
+function setup(handlers: Partial<ServiceImplementation<typeof WorkspaceService>>) {
+  const services = createLocalServices({ logger: createLogger({ name: 'thread-port-test', level: 'silent' }) });
+  const fail = async (): Promise<never> => {
+    throw new ServiceError('invalid-input', 'not in this test');
+  };
+  const implementation = Object.fromEntries(WorkspaceService.methods.map((m) => [m.localName, fail])) as unknown as ServiceImplementation<typeof WorkspaceService>;
+  services.addService(WorkspaceService, { ...implementation, ...handlers });
+  const bus = createInProcessBus();
+  const channel = new MessageChannel();
+  channels.push(channel);
+  serveThreadPort(channel.port2, { services, bus: () => bus, ready: async () => ({ ok: true, notRunning: [], details: { here: true } }) });
+  const port = createThreadPortClient(channel.port1);
+  return { port, bus, client: port.client(WorkspaceService) };
+}
+
+describe('thread port', () => {
+  it('thread port: a call runs the handler with the principal and deadline, and the messages are copies', async () => {
+    let seen: { request: { name: string }; ctx: CallContext } | undefined;
+    const kept = { id: 'ws_1', name: 'Kept' };
+    const { client } = setup({
+      async createWorkspace(request, ctx) {
+        seen = { request, ctx };
+        request.name = 'changed by the callee';
+        return { workspace: kept };
+      },
+    });
+    const request = { name: 'Original' };
+    const res = await client.createWorkspace(request, { principal: USER, deadlineMs: 5_000 });
+    expect(request.name).toBe('Original');
+    expect(seen?.ctx.principal).toEqual(USER);
+    expect(seen?.ctx.deadline!.getTime()).toBeLessThanOrEqual(Date.now() + 5_000);
+    res.workspace!.name = 'changed by the caller';
+    expect(kept.name).toBe('Kept');
+    expect(res.$typeName).toBe('planning.issues.v1.CreateWorkspaceResponse');
+  });
+
+  it('thread port: errors arrive with code, message and details; a bad request value never crosses', async () => {
+    let calls = 0;
+    const { client } = setup({
+      async getWorkspace() {
+        calls += 1;
+        throw new ServiceError('not-found', 'Workspace not found', { field: 'id' });
+      },
+    });
+    await expect(client.getWorkspace({ id: 'x' })).rejects.toMatchObject({ code: 'not-found', message: 'Workspace not found', details: { field: 'id' } });
+    await expect(client.listWorkspaces({ limit: 3_000_000_000 })).rejects.toMatchObject({ code: 'invalid-input' });
+    expect(calls).toBe(1);
+  });
+
+  it('thread port: a deadline fails the call with unavailable and aborts the handler', async () => {
+    let aborted: unknown;
+    const { client } = setup({
+      getWorkspace: (_request, ctx) =>
+        new Promise((_resolve, reject) =>
+          ctx.signal.addEventListener('abort', () => {
+            aborted = ctx.signal.reason;
+            reject(ctx.signal.reason);
+          }),
+        ),
+    });
+    await expect(client.getWorkspace({ id: 'slow' }, { deadlineMs: 100 })).rejects.toMatchObject({ code: 'unavailable', message: expect.stringMatching(/deadline/) });
+    await expect.poll(() => aborted).toBeInstanceOf(ServiceError);
+  });
+
+  it('thread port: publishes reach the other side’s bus, readiness is asked there, and a closed port refuses calls', async () => {
+    const { port, bus, client } = setup({});
+    const received: EventEnvelope[] = [];
+    await bus.consume({ durable: 'test', filterSubjects: ['planning.>'] }, async (d) => {
+      received.push(d.event);
+    });
+    const event: EventEnvelope = { id: 'evt_1', type: 'thing.created', subject: 'planning.gateway.thing.created', source: 'gateway', occurredAt: new Date().toISOString(), data: {} };
+    expect(await port.bus.publish(event, {})).toEqual({ duplicate: false });
+    expect(await port.bus.publish(event, {})).toEqual({ duplicate: true });
+    await expect.poll(() => received.length).toBe(1);
+    expect(await port.ready()).toEqual({ ok: true, notRunning: [], details: { here: true } });
+    port.close('gone');
+    await expect(client.getWorkspace({ id: 'x' })).rejects.toMatchObject({ code: 'unavailable' });
+  });
+});

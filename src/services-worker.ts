@@ -1,0 +1,54 @@
+/**
+ * The services' worker thread of an all-in-one process (SERVICES_THREAD): issues, agents-claims,
+ * imports-exports and audit with their stores, bus and gRPC server. The main thread starts it
+ * (`services-thread` module) and reaches it through the port it hands over.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import type { RuntimeLogger, ServicesThreadData as Data } from '@planning/runtime';
+import { startTelemetry } from '@planning/telemetry';
+
+// Spans of this thread are exported by its own SDK, under the process's service name.
+const telemetry = startTelemetry({ serviceName: process.env.OTEL_SERVICE_NAME?.trim() || 'planning-service' });
+
+const { configureFailpoints, createRuntime, loadModuleSettings, resolveModules } = await import('@planning/runtime');
+const { createLogger } = await import('@planning/telemetry');
+const { SERVICES_THREAD_ROOTS, servicesThreadModules } = await import('./services-thread-modules.js');
+
+const { config, port } = workerData as Data;
+const lifecycle = parentPort!;
+const logger = createLogger({ name: 'planning-service', level: config.LOG_LEVEL }).child({ thread: 'services' });
+configureFailpoints(config.SERVICE_FAILPOINTS);
+let grpcAddress = `127.0.0.1:${config.GRPC_PORT}`;
+const definitions = servicesThreadModules(port, (address) => (grpcAddress = address));
+const roots = [...SERVICES_THREAD_ROOTS, 'thread-port'];
+const settings = loadModuleSettings(definitions, resolveModules(definitions, roots), config, process.env);
+if (!settings.ok) {
+  // The main thread checked the same variables before starting this thread.
+  lifecycle.postMessage({ t: 'failed', message: settings.problems.map((p) => `${p.variable}: ${p.message}`).join('; ') });
+} else {
+  const runtime = createRuntime({
+    definitions,
+    target: config.target,
+    roots,
+    config,
+    settings: settings.settings,
+    logger: logger as unknown as RuntimeLogger,
+  });
+  lifecycle.on('message', (message: { t: string }) => {
+    if (message.t !== 'shutdown') return;
+    void runtime
+      .shutdown(0)
+      .catch((err: unknown) => logger.error({ err }, 'services thread shutdown failed'))
+      .then(() => telemetry.shutdown())
+      .finally(() => {
+        lifecycle.postMessage({ t: 'stopped' });
+        lifecycle.close();
+      });
+  });
+  try {
+    await runtime.start();
+    lifecycle.postMessage({ t: 'started', grpcPort: Number(/:(\d+)$/.exec(grpcAddress)?.[1] ?? config.GRPC_PORT) });
+  } catch (err) {
+    lifecycle.postMessage({ t: 'failed', message: err instanceof Error ? err.message : String(err) });
+  }
+}
