@@ -156,7 +156,7 @@ interface Fixture {
   loopTasks: string[][];
 }
 
-async function seed(base: string, adminPassword: string, log: (line: string) => void): Promise<Fixture> {
+async function seed(base: string, adminPassword: string, log: (line: string) => void, withLoopTasks: boolean): Promise<Fixture> {
   const admin = await login(base, ADMIN_EMAIL, adminPassword);
   const workspaceId = (await createWorkspace(base, admin, `HTTP bench ${randomBytes(3).toString('hex')}`, 'enterprise')).id as string;
   const project = (await request(base, 'POST', '/api/projects', { cookie: admin, body: { workspaceId, name: 'Bench' } })).body.data.id as string;
@@ -188,7 +188,7 @@ async function seed(base: string, adminPassword: string, log: (line: string) => 
     patchTasks.push(await task(`Patched ${i}`, { status: 'backlog' }));
   }
   const loopTasks: string[][] = [];
-  const perAgent = QUICK ? 0 : Math.ceil((OPEN_LOOP_SECONDS * AGENT_RATE) / 5) + 2;
+  const perAgent = withLoopTasks ? Math.ceil((OPEN_LOOP_SECONDS * AGENT_RATE) / 5) + 2 : 0;
   for (let i = 0; i < CONNECTIONS; i++) {
     const mine: string[] = [];
     for (let j = 0; j < perAgent; j++) mine.push(await task(`Loop ${i}.${j}`, { status: 'backlog', agent: { assignedAgentId: `agent-${i}` } }));
@@ -319,72 +319,82 @@ const bench: Bench = {
     const stubPort = await getFreePort();
     const hello = await spawnNode([join(ROOT, 'bench/anchors/hello.mjs'), String(helloPort)], {}, helloPort, '/hello');
     const stub = await spawnNode([join(ROOT, 'bench/anchors/grpc-stub.mjs'), String(stubPort)], {}, stubPort, '/stub/warm');
-    const port = await getFreePort();
     const adminPassword = `pw-${randomBytes(12).toString('hex')}`;
-    const appEnv = {
-      PORT: String(port),
-      GRPC_PORT: String(await getFreePort()),
-      HOST: '127.0.0.1',
-      GRPC_HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-      SERVICE_DEMO: '0',
-      SERVICE_ADMIN_PASSWORD: adminPassword,
-      ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
-      ...(process.env.SERVICES_THREAD ? { SERVICES_THREAD: process.env.SERVICES_THREAD } : {}),
+    /** The bundle with a layout (SERVICES_THREAD), seeded with its own workspace. */
+    const startApp = async (layout: 'on' | 'off', loopTasks: boolean) => {
+      const port = await getFreePort();
+      const env = {
+        PORT: String(port),
+        GRPC_PORT: String(await getFreePort()),
+        HOST: '127.0.0.1',
+        GRPC_HOST: '127.0.0.1',
+        LOG_LEVEL: 'warn',
+        SERVICE_DEMO: '0',
+        SERVICE_ADMIN_PASSWORD: adminPassword,
+        SERVICES_THREAD: layout,
+        ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
+      };
+      const proc = await spawnNode([join(ROOT, 'dist/main.mjs')], env, port, '/ready');
+      await new Promise((r) => setTimeout(r, 3_000));
+      const idle = rssMb(proc.child.pid);
+      log(`SERVICES_THREAD=${layout}: idle RSS ${idle.toFixed(0)} MB`);
+      return { proc, idle, f: await seed(proc.url, adminPassword, log, loopTasks) };
     };
-    const app = await spawnNode([join(ROOT, 'dist/main.mjs')], appEnv, port, '/ready');
     const rows = new Map<string, Run[]>();
     const add = (label: string, run: Run) => {
       log(`${label}: ${fmt(run.rps)}/s p50 ${ms(run.p50)} p99 ${ms(run.p99)} rss ${mb(run.rssMb)} failed ${run.non2xx + run.errors}`);
       rows.set(label, [...(rows.get(label) ?? []), run]);
     };
-    let idleRss: number;
     let afterWritesRss: number;
     let heapNote: string;
     let claimRate = 0;
     let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
+    const two = await startApp('on', !QUICK);
+    const one = await startApp('off', false);
+    const app = two.proc;
     try {
-      await new Promise((r) => setTimeout(r, 2_000));
-      idleRss = rssMb(app.child.pid);
-      log(`idle RSS ${idleRss.toFixed(0)} MB`);
-      const f = await seed(app.url, adminPassword, log);
-      const ready200 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=200`;
-      const ready50 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=50`;
       for (let round = 1; round <= ROUNDS; round++) {
         log(`round ${round} of ${ROUNDS}`);
         add('hello', await load(`${hello.url}/hello`, hello.child.pid, {}));
         add('stub', await load(`${stub.url}/stub/tsk_1`, stub.child.pid, {}));
-        add('byId', await load(app.url, app.child.pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
-        add('page200', await load(app.url, app.child.pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
-        add('page50', await load(app.url, app.child.pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
-        add(
-          'patch',
-          await load(app.url, app.child.pid, {
-            requests: perConnection(f.writeKeys, (_key, i) => [
-              { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
-              { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
+        for (const [suffix, { proc, f }] of [['', two], [':one', one]] as const) {
+          const ready200 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=200`;
+          const ready50 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=50`;
+          const pid = proc.child.pid;
+          add(`byId${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
+          add(`page200${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
+          add(`page50${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
+          add(
+            `patch${suffix}`,
+            await load(proc.url, pid, {
+              requests: perConnection(f.writeKeys, (_key, i) => [
+                { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
+                { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
+              ]),
+            }),
+          );
+          // Claim and release: each connection an agent with its own ready task.
+          for (let i = 0; i < CONNECTIONS; i++) await setStatus(proc.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'ready');
+          const claim = await load(proc.url, pid, {
+            requests: perConnection(f.agentKeys, (_key, i) => [
+              { method: 'POST', path: '/api/agents/claim', body: JSON.stringify({ issueId: f.ownTasks[i] }) },
+              { method: 'POST', path: `/api/agents/claims/${f.ownTasks[i]}/release`, body: '{}' },
             ]),
-          }),
-        );
-        // Claim and release: each connection an agent with its own ready task.
-        for (let i = 0; i < CONNECTIONS; i++) await setStatus(app.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'ready');
-        const claim = await load(app.url, app.child.pid, {
-          requests: perConnection(f.agentKeys, (_key, i) => [
-            { method: 'POST', path: '/api/agents/claim', body: JSON.stringify({ issueId: f.ownTasks[i] }) },
-            { method: 'POST', path: `/api/agents/claims/${f.ownTasks[i]}/release`, body: '{}' },
-          ]),
-        });
-        add('claim', { ...claim, rps: claim.rps / 2 });
-        for (let i = 0; i < CONNECTIONS; i++) {
-          // A run can stop between claim and release: release what is still held, then park the task.
-          await request(app.url, 'POST', `/api/agents/claims/${f.ownTasks[i]}/release`, { token: f.agentKeys[i]!.token, body: {} });
-          await setStatus(app.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'backlog');
+          });
+          add(`claim${suffix}`, { ...claim, rps: claim.rps / 2 });
+          for (let i = 0; i < CONNECTIONS; i++) {
+            // A run can stop between claim and release: release what is still held, then park the task.
+            await request(proc.url, 'POST', `/api/agents/claims/${f.ownTasks[i]}/release`, { token: f.agentKeys[i]!.token, body: {} });
+            await setStatus(proc.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'backlog');
+          }
         }
         log('in-process claim rate');
         claimRate = Math.max(claimRate, await inProcessClaimRate());
       }
+      await one.proc.stop();
 
       if (QUICK) return rows.size > 0 ? quickSummary() : '';
+      const f = two.f;
       log('open loop: 50 agents at 4 requests/s');
       for (const [i, tasks] of f.loopTasks.entries()) for (const id of tasks) await setStatus(app.url, f.agentKeys[i]!.token, id, 'ready');
       loop = await openLoop(app.url, f);
@@ -404,14 +414,17 @@ const bench: Bench = {
       heapNote = `${fmt(writeRun.rps)} writes/s over the run, ${writeRun.non2xx} non-2xx`;
     } finally {
       await app.stop();
+      await one.proc.stop();
       await hello.stop();
       await stub.stop();
     }
+    const idleRss = two.idle;
+    const idleRssOne = one.idle;
 
     // ---- distributed: one gateway, then two ------------------------------------------------------
     log('distributed: one gateway, then two');
-    let one: Run | undefined;
-    let two: Run | undefined;
+    let oneGateway: Run | undefined;
+    let twoGateways: Run | undefined;
     let cluster: Cluster | undefined;
     try {
       cluster = await startCluster('distributed', { env: { LOG_LEVEL: 'warn' } });
@@ -440,8 +453,8 @@ const bench: Bench = {
           rssMb: 0,
         });
       }
-      one = median(ones);
-      two = median(twos);
+      oneGateway = median(ones);
+      twoGateways = median(twos);
     } finally {
       await cluster?.stop();
     }
@@ -475,14 +488,24 @@ const bench: Bench = {
       line('`PATCH /api/issues/{id}` status move', r('patch'), `${x(r('patch').rps, byId.rps)} by-id`, '≥ 0.5 × by-id'),
       line('claim + release, 50 agents (claims/s)', r('claim'), `${x(r('claim').rps, claimRate)} in-process (${fmt(claimRate)} claims/s)`, '≥ 0.8 × in-process'),
       '',
+      'The same rows with the services in the gateway\'s thread (`SERVICES_THREAD=off`: one event loop for everything, as before), measured in the same rounds:',
+      '',
+      '| route | req/s | p50 | p99 | server RSS | non-2xx + errors | two threads ÷ one |',
+      '|---|---:|---:|---:|---:|---:|---:|',
+      ...(['byId', 'page200', 'page50', 'patch', 'claim'] as const).map((k) => {
+        const o = r(`${k}:one`);
+        const labels = { byId: '`GET /api/issues/{id}`', page200: '200-task page', page50: '50-task page', patch: '`PATCH` status move', claim: 'claim + release (claims/s)' };
+        return `| ${labels[k]} | ${fmt(o.rps)} | ${ms(o.p50)} | ${ms(o.p99)} | ${mb(o.rssMb)} | ${o.non2xx + o.errors} | ${(r(k).rps / o.rps).toFixed(2)} × |`;
+      }),
+      '',
       `Open loop: ${CONNECTIONS} agents, each sending ${AGENT_RATE} requests/s on a fixed schedule for ${OPEN_LOOP_SECONDS} s (ready work, claim, status post, evidence, move to in-review under the claim; latency from the scheduled send time, so a slow answer delays and counts against the next): ` +
         `${fmt(loop?.requests ?? 0)} requests, p50 ${ms(loopStats.p50)}, **p99 ${ms(loopStats.p99)}** (target ≤ 50 ms), ${loop?.failures ?? 0} non-2xx.`,
       '',
-      `Memory: idle RSS of the bundle after start ${mb(idleRss)} (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)} (target: within 2 × idle plus the data's own size).`,
+      `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)} (target: within 2 × idle plus the data's own size).`,
       '',
       `Distributed mode (one process per service, NATS JetStream, Redis, embedded stores; \`GET /api/issues/{id}\`, ${CONNECTIONS} connections): ` +
-        `one gateway ${fmt(one?.rps ?? 0)} req/s (p99 ${ms(one?.p99 ?? 0)}), two gateway processes ${fmt(two?.rps ?? 0)} req/s (p99 ${ms(two?.p99 ?? 0)}): ` +
-        `**${x(two?.rps ?? 0, one?.rps ?? 1)}** (target ≥ 1.6 ×; ${(one?.non2xx ?? 0) + (two?.non2xx ?? 0)} non-2xx).`,
+        `one gateway ${fmt(oneGateway?.rps ?? 0)} req/s (p99 ${ms(oneGateway?.p99 ?? 0)}), two gateway processes ${fmt(twoGateways?.rps ?? 0)} req/s (p99 ${ms(twoGateways?.p99 ?? 0)}): ` +
+        `**${x(twoGateways?.rps ?? 0, oneGateway?.rps ?? 1)}** (target ≥ 1.6 ×; ${(oneGateway?.non2xx ?? 0) + (twoGateways?.non2xx ?? 0)} non-2xx).`,
     ].join('\n');
   },
 };
