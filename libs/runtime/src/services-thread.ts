@@ -160,7 +160,7 @@ export function createThreadPortModule(port: MessagePort, onListening: (grpcAddr
     async init(ctx) {
       const server = ctx.get<RpcServerExports>('rpc-server');
       const { bus } = ctx.get<BusExports>('bus');
-      serveThreadPort(port, { services: server.local, bus: () => bus, ready: () => ctx.runtime.ready() });
+      serveThreadPort(port, { services: server.local, bus: () => bus, ready: () => ctx.runtime.ready(), logger: ctx.logger });
       return {
         async start() {
           onListening(server.localAddress());

@@ -26,7 +26,7 @@ function setup(handlers: Partial<ServiceImplementation<typeof WorkspaceService>>
   const bus = createInProcessBus();
   const channel = new MessageChannel();
   channels.push(channel);
-  serveThreadPort(channel.port2, { services, bus: () => bus, ready: async () => ({ ok: true, notRunning: [], details: { here: true } }) });
+  serveThreadPort(channel.port2, { services, bus: () => bus, ready: async () => ({ ok: true, notRunning: [], details: { here: true } }), logger: { error() {} } });
   const port = createThreadPortClient(channel.port1);
   return { port, bus, client: port.client(WorkspaceService) };
 }
@@ -63,6 +63,11 @@ describe('thread port', () => {
     await expect(client.getWorkspace({ id: 'x' })).rejects.toMatchObject({ code: 'not-found', message: 'Workspace not found', details: { field: 'id' } });
     await expect(client.listWorkspaces({ limit: 3_000_000_000 })).rejects.toMatchObject({ code: 'invalid-input' });
     expect(calls).toBe(1);
+  });
+
+  it('thread port: a result that cannot cross the port is internal, not a hang', async () => {
+    const { client } = setup({ getWorkspace: async () => ({ workspace: { id: (() => 'ws') as unknown as string } }) });
+    await expect(client.getWorkspace({ id: 'x' }, { deadlineMs: 5_000 })).rejects.toMatchObject({ code: 'internal' });
   });
 
   it('thread port: a deadline fails the call with unavailable and aborts the handler', async () => {

@@ -42,7 +42,12 @@ export interface ReadyReport {
 /** The worker's side: answers what the gateway's thread asks of its services and bus. */
 export function serveThreadPort(
   port: MessagePort,
-  target: { services: LocalServices; bus: () => EventBus | undefined; ready: () => Promise<ReadyReport> },
+  target: {
+    services: LocalServices;
+    bus: () => EventBus | undefined;
+    ready: () => Promise<ReadyReport>;
+    logger: { error(obj: object, msg?: string): void };
+  },
 ): void {
   const running = new Map<number, AbortController>();
   const reply = (message: Reply): void => port.postMessage(message);
@@ -69,8 +74,14 @@ export function serveThreadPort(
           })
           .then((outcome) => {
             running.delete(message.id);
-            if (outcome.ok) reply({ t: 'ok', id: message.id, value: outcome.value });
-            else fail(message.id, outcome.error);
+            if (!outcome.ok) return fail(message.id, outcome.error);
+            try {
+              reply({ t: 'ok', id: message.id, value: outcome.value });
+            } catch (err) {
+              // A result that cannot be copied across (a function, a symbol): the call's internal error.
+              target.logger.error({ err, rpc: { service: message.service, method: message.method } }, 'rpc handler failed');
+              fail(message.id, new ServiceError('internal', 'Internal error'));
+            }
           });
         return;
       }
