@@ -63,7 +63,16 @@ export function mainThreadPlan(
 ): { definitions: readonly AnyModuleDefinition[]; roots: string[] } {
   if (!usesServicesThread(config)) return { definitions: MODULES, roots: rootsOf(config.target) };
   return {
-    definitions: [createServicesThreadModule(worker.entry, worker.execArgv ? { execArgv: worker.execArgv } : {}), threadBusModule, threadClientsModule, httpModule, gatewayModule, demoModule],
-    roots: ['gateway', 'http', 'demo'],
+    definitions: [
+      metricsModule,
+      createServicesThreadModule(worker.entry, worker.execArgv ? { execArgv: worker.execArgv } : {}),
+      threadBusModule,
+      threadClientsModule,
+      httpModule,
+      gatewayModule,
+      demoModule,
+    ],
+    // The metrics endpoint stays here: it reads the services thread's instruments too.
+    roots: ['metrics', 'gateway', 'http', 'demo'],
   };
 }

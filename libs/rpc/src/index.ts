@@ -29,4 +29,4 @@ export {
   type PrincipalVerifierOptions,
   type SignedPrincipal,
 } from './principal.js';
-export { ERROR_CODE_HEADER, ERROR_DETAILS_HEADER } from './errors.js';
+export { ERROR_CODE_HEADER, ERROR_DETAILS_HEADER, grpcCodeName } from './errors.js';

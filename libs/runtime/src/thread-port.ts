@@ -9,11 +9,13 @@ import type { MessagePort } from 'node:worker_threads';
 import type { DescMethod, DescService, Message } from '@bufbuild/protobuf';
 import { ROOT_CONTEXT, context, propagation, trace } from '@opentelemetry/api';
 import type { EventBus, EventEnvelope, PublishResult } from '@planning/bus';
-import { ServiceError, isErrorCode, type ErrorDetails } from '@planning/errors';
+import { ERROR_TABLE, ServiceError, isErrorCode, type ErrorDetails } from '@planning/errors';
+import { recordRpcCall } from '@planning/telemetry';
 import {
   ANONYMOUS_PRINCIPAL,
   beginClientCall,
   endClientSpan,
+  grpcCodeName,
   type LocalServices,
   type Principal,
   type RpcCallOptions,
@@ -147,6 +149,7 @@ export function createThreadPortClient(port: MessagePort): ThreadPortClient {
     const begun = beginClientCall(service, method, request, options, defaultDeadlineMs, 'thread');
     if (!begun.ok) return Promise.reject(begun.error);
     const { input, deadline, span } = begun;
+    const started = performance.now();
     const carrier: Carrier = {};
     propagation.inject(trace.setSpan(context.active(), span), carrier);
     const { id, done } = ask<Message>({
@@ -166,6 +169,13 @@ export function createThreadPortClient(port: MessagePort): ThreadPortClient {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         endClientSpan(span, error);
+        recordRpcCall('client', {
+          system: 'thread',
+          method: what,
+          statusCode: grpcCodeName(error ? ERROR_TABLE[error.code].grpc : 0),
+          seconds: (performance.now() - started) / 1000,
+          ...(error ? { errorType: error.code } : {}),
+        });
         if (error) reject(error);
         else resolve(value!);
       };
