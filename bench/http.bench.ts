@@ -332,6 +332,8 @@ const bench: Bench = {
         SERVICE_DEMO: '0',
         SERVICE_ADMIN_PASSWORD: adminPassword,
         SERVICES_THREAD: layout,
+        // Stores in memory: nothing of the benchmark stays on disk, and no other process's data folder is touched.
+        DATA_DIR: ':memory:',
         ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
       };
       const proc = await spawnNode([join(ROOT, 'dist/main.mjs')], env, port, '/ready');
