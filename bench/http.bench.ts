@@ -326,6 +326,7 @@ const bench: Bench = {
       const env = {
         PORT: String(port),
         GRPC_PORT: String(await getFreePort()),
+        METRICS_PORT: String(await getFreePort()),
         HOST: '127.0.0.1',
         GRPC_HOST: '127.0.0.1',
         LOG_LEVEL: 'warn',
@@ -429,7 +430,8 @@ const bench: Bench = {
     let twoGateways: Run | undefined;
     let cluster: Cluster | undefined;
     try {
-      cluster = await startCluster('distributed', { env: { LOG_LEVEL: 'warn' } });
+      // Each process's own Prometheus endpoint would contend for one port: not what is measured here.
+      cluster = await startCluster('distributed', { env: { LOG_LEVEL: 'warn', OTEL_METRICS_EXPORTER: 'none' } });
       const admin = await login(cluster.baseUrl, ADMIN_EMAIL, cluster.adminPassword);
       const ws = (await createWorkspace(cluster.baseUrl, admin, 'HTTP bench distributed', 'enterprise')).id as string;
       const project = (await request(cluster.baseUrl, 'POST', '/api/projects', { cookie: admin, body: { workspaceId: ws, name: 'Bench' } })).body.data.id;
