@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import autocannon, { type AutocannonRequest } from 'autocannon';
+import { recordHttpServerRequest, recordRpcCall, startTelemetry } from '@planning/telemetry';
 import { startOtlpReceiver } from '@planning/testing';
 import { createKey, createWorkspace } from '../test/support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster } from '../test/support/cluster.js';
@@ -83,6 +84,35 @@ async function round(row: Row): Promise<void> {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
+/**
+ * Nanoseconds per request for what the request path records (one HTTP duration, two RPC
+ * durations), in this process: with the SDK's MeterProvider, and with none (no-op instruments).
+ * Interleaved batches; the median batch.
+ */
+async function recordingCost(): Promise<{ sdk: number; noop: number }> {
+  const batch = 20_000;
+  const once = (i: number) => {
+    recordHttpServerRequest({ method: 'GET', route: '/api/issues/:id', statusCode: 200, scheme: 'http', seconds: (i % 50) / 1000 });
+    recordRpcCall('client', { method: 'planning.issues.v1.TaskService/GetTask', statusCode: 'OK', seconds: 0.001, system: 'direct' });
+    recordRpcCall('server', { method: 'planning.issues.v1.TaskService/GetTask', statusCode: 'OK', seconds: 0.001, system: 'direct' });
+  };
+  const time = () => {
+    const t = process.hrtime.bigint();
+    for (let i = 0; i < batch; i++) once(i);
+    return Number(process.hrtime.bigint() - t) / batch;
+  };
+  const sdk: number[] = [];
+  const noop: number[] = [];
+  for (let round = 0; round < 7; round++) {
+    const telemetry = startTelemetry({ serviceName: 'bench', env: {} });
+    time(); // first use creates the instruments
+    sdk.push(time());
+    await telemetry.shutdown();
+    noop.push(time());
+  }
+  return { sdk: median(sdk), noop: median(noop) };
+}
+
 const bench: Bench = {
   name: 'telemetry',
   async run(log) {
@@ -116,6 +146,7 @@ const bench: Bench = {
         },
         { iterations: 200, warmup: 10 },
       );
+      const cost = await recordingCost();
       const baseline = median(rows[0]!.runs.map((x) => x.rps));
       const lines = rows.map((row) => {
         const rps = median(row.runs.map((x) => x.rps));
@@ -134,6 +165,9 @@ const bench: Bench = {
         ...lines,
         '',
         `A scrape of \`/metrics\` on the default bundle after the load: p50 ${ms(scrape.p50)}, p99 ${ms(scrape.p99)}, ${(bytes / 1024).toFixed(1)} KiB of text.`,
+        '',
+        `Recording alone, in the benchmark process (what a request through the gateway to a service records: one HTTP and two RPC durations; median of 7 interleaved batches of 20,000): ` +
+          `${Math.round(cost.sdk).toLocaleString('en')} ns with the SDK's MeterProvider, ${Math.round(cost.noop).toLocaleString('en')} ns with no provider (no-op instruments).`,
       ].join('\n');
     } finally {
       for (const row of rows) await row.cluster.stop();

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 // @ts-expect-error plain ESM script without type declarations
 import { checkManifests, schemaGaps } from '../../scripts/check-chart.mjs';
+import { METRICS } from '@planning/telemetry';
 import { ADMIN_EMAIL, startCluster, type Cluster } from '../support/cluster.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -159,6 +160,32 @@ describe('the rendered chart', () => {
     const dashboard = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'planning-dashboard')!;
     expect(dashboard.metadata.namespace).toBe('monitoring');
     expect(JSON.parse(dashboard.data['planning.json']).uid).toBe('planning-service');
+  }, 60_000);
+});
+
+describe('alerts and dashboard', () => {
+  /** Every series name the service exports, as Prometheus writes it. */
+  const exported = new Set<string>(['target_info']);
+  const counters = new Set(['claimsStarted', 'claimsRefused', 'claimsExpired', 'rateLimitDecisions', 'importRows', 'exportBytes']);
+  const histograms = new Set(Object.keys(METRICS).filter((k) => /Duration|Lag$|Remaining/.test(k) && !k.startsWith('outbox')));
+  for (const [key, name] of Object.entries(METRICS)) {
+    const base = name.replace(/\./g, '_');
+    if (counters.has(key)) exported.add(`${base}_total`);
+    else if (histograms.has(key)) for (const suffix of ['_bucket', '_sum', '_count']) exported.add(`${base}${suffix}`);
+    else exported.add(base);
+  }
+  const referenced = (text: string) => new Set([...text.matchAll(/\b((?:planning|http|rpc|mcp|messaging)_[a-z_]+)\b/g)].map((m) => m[1]!));
+
+  it('chart: the alerts and the dashboard query only metrics the service exports', () => {
+    const rule = render(['--set', 'metrics.prometheusRule.enabled=true']).find((o) => o.kind === 'PrometheusRule')!;
+    const exprs = (rule.spec.groups[0].rules as Obj[]).map((r) => r.expr as string).join('\n');
+    const dashboard = readFileSync(join(chart, 'dashboards/planning.json'), 'utf8');
+    const queries = (JSON.parse(dashboard).panels as Obj[]).flatMap((p) => (p.targets ?? []).map((t: Obj) => t.expr as string)).join('\n');
+    // Label names share the prefixes; every series here is queried with a label selector.
+    const series = (text: string) => [...referenced(text)].filter((name) => new RegExp(`${name}\\{`).test(text));
+    const unknown = [...series(exprs), ...series(queries)].filter((name) => !exported.has(name));
+    expect(unknown).toEqual([]);
+    expect(series(queries).length).toBeGreaterThan(15);
   }, 60_000);
 });
 
