@@ -1424,6 +1424,8 @@ export interface components {
                 };
                 /** @description Ids that failed a bulk preflight. */
                 failedIds?: string[];
+                /** @description With 500 and 503: the request, as the service logged it (quote it when reporting the problem). */
+                requestId?: string;
                 /** @description With reason evidence-missing: the acceptance checks without evidence. */
                 missingCheckIds?: string[];
             } & {
@@ -2536,98 +2538,224 @@ export interface components {
             revokedAt: string | null;
             revokeReason: ("revoked" | "client-revoked" | "replay" | "user-removed") | null;
         };
-        /** @description `invalid-input` (HTTP 400): a field is missing, malformed, of the wrong type or out of bounds (`error.field` names it). */
+        /**
+         * @description `invalid-input` (HTTP 400): a field is missing, malformed, of the wrong type or out of bounds (`error.field` names it).
+         * @example {
+         *       "error": {
+         *         "code": "invalid-input",
+         *         "message": "Invalid querystring field 'limit': must be <= 200",
+         *         "field": "limit"
+         *       }
+         *     }
+         */
         InvalidInputError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "invalid-input";
             };
         };
-        /** @description `unauthorized` (HTTP 401): no session or token, or an invalid, expired, revoked or disabled one. */
+        /**
+         * @description `unauthorized` (HTTP 401): no session or token, or an invalid, expired, revoked or disabled one.
+         * @example {
+         *       "error": {
+         *         "code": "unauthorized",
+         *         "message": "Sign in first: a session is required"
+         *       }
+         *     }
+         */
         UnauthorizedError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "unauthorized";
             };
         };
-        /** @description `forbidden` (HTTP 403): the caller lacks the role, the scope or API access (`error.reason` says which). */
+        /**
+         * @description `forbidden` (HTTP 403): the caller lacks the role, the scope or API access (`error.reason` says which).
+         * @example {
+         *       "error": {
+         *         "code": "forbidden",
+         *         "message": "The token lacks the scope 'issues:write'",
+         *         "reason": "missing-scope"
+         *       }
+         *     }
+         */
         ForbiddenError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "forbidden";
             };
         };
-        /** @description `not-found` (HTTP 404): the resource does not exist, or belongs to a workspace the caller cannot see. */
+        /**
+         * @description `not-found` (HTTP 404): the resource does not exist, or belongs to a workspace the caller cannot see.
+         * @example {
+         *       "error": {
+         *         "code": "not-found",
+         *         "message": "Issue not found"
+         *       }
+         *     }
+         */
         NotFoundError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "not-found";
             };
         };
-        /** @description `work-already-claimed` (HTTP 409): the request conflicts with the current state (`error.reason` says how). */
+        /**
+         * @description `work-already-claimed` (HTTP 409): the request conflicts with the current state (`error.reason` says how).
+         * @example {
+         *       "error": {
+         *         "code": "work-already-claimed",
+         *         "message": "The task is claimed by another agent",
+         *         "reason": "active-claim"
+         *       }
+         *     }
+         */
         WorkAlreadyClaimedError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "work-already-claimed";
             };
         };
-        /** @description `quota-exceeded` (HTTP 403): a monthly plan quota is used up (`error.quota`). */
+        /**
+         * @description `quota-exceeded` (HTTP 403): a monthly plan quota is used up (`error.quota`).
+         * @example {
+         *       "error": {
+         *         "code": "quota-exceeded",
+         *         "message": "The workspace's monthly imports quota is used up",
+         *         "quota": {
+         *           "kind": "imports",
+         *           "limit": 50,
+         *           "used": 50,
+         *           "resetsAt": "2026-12-01T00:00:00.000Z"
+         *         }
+         *       }
+         *     }
+         */
         QuotaExceededError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "quota-exceeded";
             };
         };
-        /** @description `rate-limited` (HTTP 429): too many requests: retry after `Retry-After` seconds. */
+        /**
+         * @description `rate-limited` (HTTP 429): too many requests: retry after `Retry-After` seconds.
+         * @example {
+         *       "error": {
+         *         "code": "rate-limited",
+         *         "message": "Too many requests: retry in 2 s"
+         *       }
+         *     }
+         */
         RateLimitedError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "rate-limited";
             };
         };
-        /** @description `not-entitled` (HTTP 403): the workspace's plan does not include this. */
+        /**
+         * @description `not-entitled` (HTTP 403): the workspace's plan does not include this.
+         * @example {
+         *       "error": {
+         *         "code": "not-entitled",
+         *         "message": "The plan 'beginner' does not include csv exports"
+         *       }
+         *     }
+         */
         NotEntitledError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "not-entitled";
             };
         };
-        /** @description `method-not-allowed` (HTTP 405): the path does not take this method. */
+        /**
+         * @description `method-not-allowed` (HTTP 405): the path does not take this method.
+         * @example {
+         *       "error": {
+         *         "code": "method-not-allowed",
+         *         "message": "The MCP endpoint takes POST only"
+         *       }
+         *     }
+         */
         MethodNotAllowedError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "method-not-allowed";
             };
         };
-        /** @description `payload-too-large` (HTTP 413): the body is larger than this route accepts. */
+        /**
+         * @description `payload-too-large` (HTTP 413): the body is larger than this route accepts.
+         * @example {
+         *       "error": {
+         *         "code": "payload-too-large",
+         *         "message": "Request body is too large",
+         *         "field": "body"
+         *       }
+         *     }
+         */
         PayloadTooLargeError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "payload-too-large";
             };
         };
-        /** @description `uri-too-long` (HTTP 414): the request line (path and query) is longer than 8 KiB. */
+        /**
+         * @description `uri-too-long` (HTTP 414): the request line (path and query) is longer than 8 KiB.
+         * @example {
+         *       "error": {
+         *         "code": "uri-too-long",
+         *         "message": "The request line (path and query) is longer than 8192 bytes",
+         *         "field": "url"
+         *       }
+         *     }
+         */
         UriTooLongError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "uri-too-long";
             };
         };
-        /** @description `headers-too-large` (HTTP 431): the request headers are larger than 16 KiB. */
+        /**
+         * @description `headers-too-large` (HTTP 431): the request headers are larger than 16 KiB.
+         * @example {
+         *       "error": {
+         *         "code": "headers-too-large",
+         *         "message": "The request headers are larger than 16384 bytes",
+         *         "field": "headers"
+         *       }
+         *     }
+         */
         HeadersTooLargeError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "headers-too-large";
             };
         };
-        /** @description `internal` (HTTP 500): an unexpected failure inside the service (no details). */
+        /**
+         * @description `internal` (HTTP 500): an unexpected failure inside the service (no details).
+         * @example {
+         *       "error": {
+         *         "code": "internal",
+         *         "message": "The service failed to complete GET /api/issues",
+         *         "requestId": "req_5f0c2a9e1b7d4c3a"
+         *       }
+         *     }
+         */
         InternalError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
                 code?: "internal";
             };
         };
-        /** @description `unavailable` (HTTP 503): a backend could not be reached, or the service is shutting down: retry later. */
+        /**
+         * @description `unavailable` (HTTP 503): a backend could not be reached, or the service is shutting down: retry later.
+         * @example {
+         *       "error": {
+         *         "code": "unavailable",
+         *         "message": "The issues service cannot be reached; try again shortly",
+         *         "requestId": "req_5f0c2a9e1b7d4c3a"
+         *       }
+         *     }
+         */
         UnavailableError: components["schemas"]["ErrorBody"] & {
             error?: {
                 /** @constant */
@@ -2661,6 +2789,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "email": "admin@example.com",
+                 *       "password": "correct horse battery staple",
+                 *       "returnTo": "/docs"
+                 *     }
+                 */
                 "application/json": {
                     email: string;
                     password: string;
@@ -3312,6 +3447,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "Payments platform",
+                 *       "planId": "pro"
+                 *     }
+                 */
                 "application/json": {
                     name: string;
                     /** @description Another user (system administrators only). */
@@ -5599,11 +5740,11 @@ export interface operations {
                 milestoneId?: string;
                 initiativeId?: string;
                 parentId?: string;
-                /** @description Comma-separated statuses (any of); the parameter may repeat. */
+                /** @description Comma-separated statuses (any of): `backlog`, `ready`, `in-progress`, `in-review`, `blocked`, `done`, `cancelled`; or repeat the parameter. */
                 status?: string[];
-                /** @description Comma-separated priorities (any of); the parameter may repeat. */
+                /** @description Comma-separated priorities (any of): `urgent`, `high`, `medium`, `low`, `none`; or repeat the parameter. */
                 priority?: string[];
-                /** @description Comma-separated labels (any of); the parameter may repeat. */
+                /** @description Comma-separated labels (any of); or repeat the parameter. */
                 label?: string[];
                 assignedAgentId?: string;
                 dependencyState?: "blocked" | "unblocked";
@@ -6174,11 +6315,11 @@ export interface operations {
                 milestoneId?: string;
                 initiativeId?: string;
                 parentId?: string;
-                /** @description Comma-separated statuses (any of); the parameter may repeat. */
+                /** @description Comma-separated statuses (any of): `backlog`, `ready`, `in-progress`, `in-review`, `blocked`, `done`, `cancelled`; or repeat the parameter. */
                 status?: string[];
-                /** @description Comma-separated priorities (any of); the parameter may repeat. */
+                /** @description Comma-separated priorities (any of): `urgent`, `high`, `medium`, `low`, `none`; or repeat the parameter. */
                 priority?: string[];
-                /** @description Comma-separated labels (any of); the parameter may repeat. */
+                /** @description Comma-separated labels (any of); or repeat the parameter. */
                 label?: string[];
                 assignedAgentId?: string;
                 dependencyState?: "blocked" | "unblocked";
@@ -6297,6 +6438,25 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "projectId": "prj_01J0EXAMPLE",
+                 *       "title": "Parse the import envelope",
+                 *       "priority": "high",
+                 *       "labels": [
+                 *         "imports"
+                 *       ],
+                 *       "agent": {
+                 *         "instructions": {
+                 *           "objective": "Accept the current envelope",
+                 *           "expectedOutput": "A merged change",
+                 *           "verification": [
+                 *             "pnpm test"
+                 *           ]
+                 *         }
+                 *       }
+                 *     }
+                 */
                 "application/json": {
                     workspaceId?: string;
                     projectId: string;
@@ -6428,7 +6588,7 @@ export interface operations {
                 workspaceId?: string;
                 projectId?: string;
                 assignedAgentId?: string;
-                /** @description Comma-separated reminder kinds: missing-dates, stale-update, missing-time, overdue (any of); the parameter may repeat. */
+                /** @description Comma-separated reminder kinds (any of): `missing-dates`, `stale-update`, `missing-time`, `overdue`; or repeat the parameter. */
                 kind?: string[];
                 limit?: number;
                 cursor?: string;
@@ -8455,6 +8615,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "issueId": "iss_01J0EXAMPLE"
+                 *     }
+                 */
                 "application/json": {
                     issueId: string;
                 };

@@ -38,7 +38,10 @@ function frameworkError(err: FastifyError): ServiceError {
     const params = first.params as { missingProperty?: string; additionalProperty?: string } | undefined;
     const named = params?.missingProperty ?? params?.additionalProperty;
     const path = first.instancePath?.replace(/^\//, '').replace(/\//g, '.') ?? '';
-    const field = [path, named].filter(Boolean).join('.') || (err.validationContext ?? 'request');
+    const full = [path, named].filter(Boolean).join('.');
+    // A query parameter, path parameter or header is named as the client sent it: `status`, not
+    // the index of one of its repeated values (`status.0`).
+    const field = (err.validationContext && err.validationContext !== 'body' ? full.split('.')[0] : full) || (err.validationContext ?? 'request');
     const where = err.validationContext ? `${err.validationContext} ` : '';
     return new ServiceError('invalid-input', `Invalid ${where}field '${field}': ${first.message ?? 'invalid value'}`, {
       field,

@@ -102,6 +102,7 @@ const errorBodySchema = component(ERROR_BODY_ID, {
           },
         },
         failedIds: { type: 'array', items: str, description: 'Ids that failed a bulk preflight.' },
+        requestId: { type: 'string', description: 'With 500 and 503: the request, as the service logged it (quote it when reporting the problem).' },
         missingCheckIds: { type: 'array', items: { type: 'string' }, description: 'With reason evidence-missing: the acceptance checks without evidence.' },
       },
     },
@@ -220,6 +221,24 @@ const CODE_TEXT: Record<ErrorCode, string> = {
   'headers-too-large': 'the request headers are larger than 16 KiB',
   internal: 'an unexpected failure inside the service (no details)',
   unavailable: 'a backend could not be reached, or the service is shutting down: retry later',
+};
+
+/** An example body per code, for the document. */
+const ERROR_EXAMPLES: Record<ErrorCode, Record<string, unknown>> = {
+  'invalid-input': { message: "Invalid querystring field 'limit': must be <= 200", field: 'limit' },
+  unauthorized: { message: 'Sign in first: a session is required' },
+  forbidden: { message: "The token lacks the scope 'issues:write'", reason: 'missing-scope' },
+  'not-found': { message: 'Issue not found' },
+  'work-already-claimed': { message: 'The task is claimed by another agent', reason: 'active-claim' },
+  'quota-exceeded': { message: "The workspace's monthly imports quota is used up", quota: { kind: 'imports', limit: 50, used: 50, resetsAt: '2026-12-01T00:00:00.000Z' } },
+  'rate-limited': { message: 'Too many requests: retry in 2 s' },
+  'not-entitled': { message: "The plan 'beginner' does not include csv exports" },
+  'method-not-allowed': { message: 'The MCP endpoint takes POST only' },
+  'payload-too-large': { message: 'Request body is too large', field: 'body' },
+  'uri-too-long': { message: 'The request line (path and query) is longer than 8192 bytes', field: 'url' },
+  'headers-too-large': { message: 'The request headers are larger than 16384 bytes', field: 'headers' },
+  internal: { message: 'The service failed to complete GET /api/issues', requestId: 'req_5f0c2a9e1b7d4c3a' },
+  unavailable: { message: 'The issues service cannot be reached; try again shortly', requestId: 'req_5f0c2a9e1b7d4c3a' },
 };
 
 /** The code a status means when a route names no other. */
@@ -461,6 +480,7 @@ export function finishDocument(document: Json): Json {
   for (const code of ERROR_CODES) {
     schemas[errorComponentName(code)] = {
       description: `\`${code}\` (HTTP ${ERROR_TABLE[code].http}): ${CODE_TEXT[code]}.`,
+      examples: [{ error: { code, ...ERROR_EXAMPLES[code] } }],
       allOf: [
         schemaRef(ERROR_BODY_ID),
         {

@@ -319,7 +319,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
         description:
           'Checks, in order: token scopes (403), the task is visible (404), not assigned to another agent (403), `ready` (409 `not-ready`), dependencies done (409 `dependencies-open`), no active claim on it (409 `active-claim`) nor of this agent (409 `agent-busy`), the agent-run quota (403 `quota-exceeded` with `quota`). Success meters one agent run, moves the task to `in-progress` and returns the claim with its `expiresAt` and `fencingToken`. Header `idempotency-key`: the same key and body from the same token within 24 h returns the first response, success or refusal (header `idempotent-replayed: true`); another body 400; while the first is running 409 `idempotency-in-flight`.',
         headers: { type: 'object', properties: { 'idempotency-key': { type: 'string', maxLength: 255 } } },
-        body: { type: 'object', required: ['issueId'], additionalProperties: false, properties: { issueId: idSchema } },
+        body: { type: 'object', required: ['issueId'], additionalProperties: false, properties: { issueId: idSchema }, examples: [{ issueId: 'iss_01J0EXAMPLE' }] },
         response: { ...errors('work-already-claimed'), 200: claimWorkResponse },
       },
       config: TOKEN_WRITE,

@@ -12,6 +12,7 @@ import { passwordSchema } from './users.js';
 const loginBody = {
   type: 'object',
   required: ['email', 'password'],
+  examples: [{ email: 'admin@example.com', password: 'correct horse battery staple', returnTo: '/docs' }],
   additionalProperties: false,
   properties: {
     email: { type: 'string', minLength: 1, maxLength: 320 },

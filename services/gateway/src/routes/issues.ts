@@ -73,6 +73,15 @@ interface SearchQuery {
 const createBody = {
   type: 'object',
   required: ['projectId', 'title'],
+  examples: [
+    {
+      projectId: 'prj_01J0EXAMPLE',
+      title: 'Parse the import envelope',
+      priority: 'high',
+      labels: ['imports'],
+      agent: { instructions: { objective: 'Accept the current envelope', expectedOutput: 'A merged change', verification: ['pnpm test'] } },
+    },
+  ],
   additionalProperties: false,
   properties: {
     workspaceId: idSchema,
@@ -141,7 +150,7 @@ const remindersQuery = {
     workspaceId: idSchema,
     projectId: idSchema,
     assignedAgentId: agentIdSchema,
-    kind: commaListOf('reminder kinds: missing-dates, stale-update, missing-time, overdue'),
+    kind: commaListOf('reminder kinds', ['missing-dates', 'stale-update', 'missing-time', 'overdue']),
     limit: limitSchema,
     cursor: cursorSchema,
   },

@@ -19,9 +19,19 @@ export const agentIdSchema = { type: 'string', maxLength: 64, pattern: '^[a-z0-9
 export const PRIORITY_ENUM = ['urgent', 'high', 'medium', 'low', 'none'] as const;
 export const STATUS_ENUM = ['backlog', 'ready', 'in-progress', 'in-review', 'blocked', 'done', 'cancelled'] as const;
 
-/** `status=a,b` and `status=a&status=b` both mean "any of". */
-export const commaListOf = (what: string) =>
-  ({ type: 'array', maxItems: 50, items: { type: 'string', maxLength: 2000 }, description: `Comma-separated ${what} (any of); the parameter may repeat.` }) as const;
+/**
+ * `status=a,b` and `status=a&status=b` both mean "any of". With `values`, each item is one of them
+ * or a comma-separated list of them (an unknown value is 400 naming the parameter).
+ */
+export const commaListOf = (what: string, values?: readonly string[]) => {
+  const one = values ? `(${values.map((v) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')})` : undefined;
+  return {
+    type: 'array',
+    maxItems: 50,
+    items: { type: 'string', maxLength: 2000, ...(one ? { pattern: `^\\s*${one}(\\s*,\\s*${one})*\\s*$` } : {}) },
+    description: `Comma-separated ${what} (any of)${values ? `: ${values.map((v) => `\`${v}\``).join(', ')}` : ''}; or repeat the parameter.`,
+  } as const;
+};
 
 /** The task filters and order of GET /api/issues, shared by the export (GET /api/issues/export). */
 export const taskFilterProperties = {
@@ -29,8 +39,8 @@ export const taskFilterProperties = {
   milestoneId: idSchema,
   initiativeId: idSchema,
   parentId: idSchema,
-  status: commaListOf('statuses'),
-  priority: commaListOf('priorities'),
+  status: commaListOf('statuses', STATUS_ENUM),
+  priority: commaListOf('priorities', PRIORITY_ENUM),
   label: commaListOf('labels'),
   assignedAgentId: agentIdSchema,
   dependencyState: { type: 'string', enum: ['blocked', 'unblocked'] },

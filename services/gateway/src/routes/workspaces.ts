@@ -29,6 +29,7 @@ const PLAN_ENUM = ['free', 'beginner', 'hobbyist', 'pro', 'enterprise'];
 const createBody = {
   type: 'object',
   required: ['name'],
+  examples: [{ name: 'Payments platform', planId: 'pro' }],
   additionalProperties: false,
   properties: {
     name: { type: 'string', minLength: 1, maxLength: 200 },
