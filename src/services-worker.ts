@@ -14,9 +14,9 @@ const { configureFailpoints, createRuntime, loadModuleSettings, resolveModules }
 const { createLogger } = await import('@planning/telemetry');
 const { SERVICES_THREAD_ROOTS, servicesThreadModules } = await import('./services-thread-modules.js');
 
-const { config, port } = workerData as Data;
+const { config, port, logLevel } = workerData as Data;
 const lifecycle = parentPort!;
-const logger = createLogger({ name: 'planning-service', level: config.LOG_LEVEL }).child({ thread: 'services' });
+const logger = createLogger({ name: 'planning-service', level: logLevel }).child({ thread: 'services' });
 configureFailpoints(config.SERVICE_FAILPOINTS);
 let grpcAddress = `127.0.0.1:${config.GRPC_PORT}`;
 const definitions = servicesThreadModules(port, (address) => (grpcAddress = address));

@@ -38,6 +38,9 @@ describe('entry point: configuration', () => {
     const { status, stdout } = runEntry(['--target=issues', '--print-config'], {
       NATS_URL: 'nats://127.0.0.1:4222',
       SERVICE_INTERNAL_SECRET: 'x'.repeat(32),
+      // A service process needs a database or an explicit embedded store, and its peers' addresses.
+      DATA_DIR: ':memory:',
+      AGENTS_CLAIMS_GRPC_URL: '127.0.0.1:50052',
     });
     expect(status).toBe(0);
     const printed = JSON.parse(stdout);

@@ -18,6 +18,8 @@ import { createThreadPortClient, serveThreadPort, type ThreadPortClient } from '
 export interface ServicesThreadData {
   config: ProcessConfig;
   port: MessagePort;
+  /** The main thread's log level (on a terminal it can differ from LOG_LEVEL: see first-run). */
+  logLevel: string;
 }
 
 type Lifecycle = { t: 'started'; grpcPort: number } | { t: 'failed'; message: string } | { t: 'stopped' };
@@ -38,7 +40,12 @@ export function createServicesThreadModule(entry: URL, options: { execArgv?: str
     deps: [],
     async init(ctx) {
       const channel = new MessageChannel();
-      const data: ServicesThreadData = { config: ctx.config, port: channel.port2 };
+      const logLevel = (ctx.logger as { level?: unknown }).level;
+      const data: ServicesThreadData = {
+        config: ctx.config,
+        port: channel.port2,
+        logLevel: typeof logLevel === 'string' ? logLevel : ctx.config.LOG_LEVEL,
+      };
       const worker = new Worker(entry, { workerData: data, transferList: [channel.port2], ...(options.execArgv ? { execArgv: options.execArgv } : {}) });
       const port = createThreadPortClient(channel.port1);
       let stopping = false;

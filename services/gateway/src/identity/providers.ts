@@ -60,16 +60,18 @@ const SIGN_IN_FAILURES = new Set([
 export function createCognitoProvider(users: UserRepository, options: CognitoOptions): IdentityProvider {
   const region = options.region ?? options.userPoolId.split('_')[0] ?? 'us-east-1';
   // The AWS SDK loads only when Cognito is configured, and then in the background from the start.
-  const sdk = import('@aws-sdk/client-cognito-identity-provider').then((aws) => ({
-    aws,
-    client: new aws.CognitoIdentityProviderClient({
+  const sdk = import('@aws-sdk/client-cognito-identity-provider').then((loaded) => {
+    // The SDK is CommonJS: in the bundle a dynamic import of it yields its exports under `default`.
+    const aws = 'CognitoIdentityProviderClient' in loaded ? loaded : (loaded as unknown as { default: typeof loaded }).default;
+    const client = new aws.CognitoIdentityProviderClient({
       region,
       ...(options.endpoint ? { endpoint: options.endpoint } : {}),
       // InitiateAuth and GetUser are public APIs: no AWS credentials are needed or used.
       credentials: { accessKeyId: 'unused', secretAccessKey: 'unused' },
       maxAttempts: 2,
-    }),
-  }));
+    });
+    return { aws, client };
+  });
   sdk.catch(() => undefined);
   const secretHash = (username: string): Record<string, string> =>
     options.clientSecret
