@@ -28,8 +28,12 @@ const ROUNDS = Number(process.env.HTTP_BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.HTTP_BENCH_SECONDS ?? 5);
 const WRITES = Number(process.env.HTTP_BENCH_WRITES ?? 100_000);
 const OPEN_LOOP_SECONDS = 20;
-/** HTTP_BENCH_QUICK=1: only the closed-loop rows (for comparing builds or settings quickly). */
+/** HTTP_BENCH_QUICK=1: only the closed-loop rows (for comparing builds or settings quickly); the section is not rewritten. */
 const QUICK = process.env.HTTP_BENCH_QUICK === '1';
+/** HTTP_BENCH_ONLY=byId,patch: only these closed-loop rows (with QUICK). */
+const ONLY = new Set((process.env.HTTP_BENCH_ONLY ?? '').split(',').filter(Boolean));
+/** HTTP_BENCH_PROFILE=<folder>: the bundle runs with --cpu-prof into that folder (one profile per thread). */
+const PROFILE = process.env.HTTP_BENCH_PROFILE;
 const AGENT_RATE = 4;
 const SCOPES = ['issues:read', 'issues:write', 'agents:read', 'agents:execute'];
 
@@ -337,13 +341,15 @@ const bench: Bench = {
         DATA_DIR: ':memory:',
         ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
       };
-      const proc = await spawnNode([join(ROOT, 'dist/main.mjs')], env, port, '/ready');
+      const profile = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${layout}`] : [];
+      const proc = await spawnNode([...profile, join(ROOT, 'dist/main.mjs')], env, port, '/ready');
       await new Promise((r) => setTimeout(r, 3_000));
       const idle = rssMb(proc.child.pid);
       log(`SERVICES_THREAD=${layout}: idle RSS ${idle.toFixed(0)} MB`);
       return { proc, idle, f: await seed(proc.url, adminPassword, log, loopTasks) };
     };
     const rows = new Map<string, Run[]>();
+    const want = (row: string) => ONLY.size === 0 || ONLY.has(row);
     const add = (label: string, run: Run) => {
       log(`${label}: ${fmt(run.rps)}/s p50 ${ms(run.p50)} p99 ${ms(run.p99)} rss ${mb(run.rssMb)} failed ${run.non2xx + run.errors}`);
       rows.set(label, [...(rows.get(label) ?? []), run]);
@@ -358,16 +364,16 @@ const bench: Bench = {
     try {
       for (let round = 1; round <= ROUNDS; round++) {
         log(`round ${round} of ${ROUNDS}`);
-        add('hello', await load(`${hello.url}/hello`, hello.child.pid, {}));
-        add('stub', await load(`${stub.url}/stub/tsk_1`, stub.child.pid, {}));
+        if (want('hello')) add('hello', await load(`${hello.url}/hello`, hello.child.pid, {}));
+        if (want('stub')) add('stub', await load(`${stub.url}/stub/tsk_1`, stub.child.pid, {}));
         for (const [suffix, { proc, f }] of [['', two], [':one', one]] as const) {
           const ready200 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=200`;
           const ready50 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=50`;
           const pid = proc.child.pid;
-          add(`byId${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
-          add(`page200${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
-          add(`page50${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
-          add(
+          if (want('byId')) add(`byId${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
+          if (want('page200')) add(`page200${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
+          if (want('page50')) add(`page50${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
+          if (want('patch')) add(
             `patch${suffix}`,
             await load(proc.url, pid, {
               requests: perConnection(f.writeKeys, (_key, i) => [
@@ -376,6 +382,7 @@ const bench: Bench = {
               ]),
             }),
           );
+          if (!want('claim')) continue;
           // Claim and release: each connection an agent with its own ready task.
           for (let i = 0; i < CONNECTIONS; i++) await setStatus(proc.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'ready');
           const claim = await load(proc.url, pid, {
@@ -391,12 +398,16 @@ const bench: Bench = {
             await setStatus(proc.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'backlog');
           }
         }
+        if (QUICK) continue;
         log('in-process claim rate');
         claimRate = Math.max(claimRate, await inProcessClaimRate());
       }
       await one.proc.stop();
 
-      if (QUICK) return rows.size > 0 ? quickSummary() : '';
+      if (QUICK) {
+        log(`quick run:\n${quickSummary()}`);
+        return null;
+      }
       const f = two.f;
       log('open loop: 50 agents at 4 requests/s');
       for (const [i, tasks] of f.loopTasks.entries()) for (const id of tasks) await setStatus(app.url, f.agentKeys[i]!.token, id, 'ready');

@@ -8,8 +8,11 @@ import { cpus, loadavg, totalmem } from 'node:os';
 export interface Bench {
   /** Short name: `pnpm bench <name>` runs only this one; its section in docs/benchmarks.md is keyed by it. */
   name: string;
-  /** Runs the benchmark and returns its Markdown section (without the section heading markers). */
-  run(log: (line: string) => void): Promise<string>;
+  /**
+   * Runs the benchmark and returns its Markdown section (without the section heading markers), or
+   * null when the run was a partial one (a quick comparison) that must not replace the section.
+   */
+  run(log: (line: string) => void): Promise<string | null>;
 }
 
 export interface Latency {

@@ -16,3 +16,4 @@ export {
   type UsageProvider,
   type UsageServiceHost,
 } from './usage-service.js';
+export { createLeasedMeter, type LeasedMeter, type LeasedMeterOptions } from './leased-meter.js';

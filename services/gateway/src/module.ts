@@ -1,4 +1,4 @@
-import { createUsageMeter } from '@planning/metering';
+import { createLeasedMeter, createUsageMeter } from '@planning/metering';
 import { createOutbox } from '@planning/outbox';
 import { AuditService } from '@planning/proto/planning/audit/v1/audit_pb';
 import { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
@@ -132,6 +132,8 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
       perSourcePerMinute: settings.AUDIT_DENIALS_PER_SOURCE_PER_MINUTE,
       perMinute: settings.AUDIT_DENIALS_PER_MINUTE,
     });
+    // Every API request is metered: leases keep that to one counter write per many requests under load.
+    const meter = createLeasedMeter(await createUsageMeter(store));
     const deps: GatewayDeps = {
       settings,
       users,
@@ -145,7 +147,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
         windowSeconds: settings.LOGIN_THROTTLE_WINDOW_SECONDS,
       }),
       limiter,
-      meter: await createUsageMeter(store),
+      meter,
       audit,
       workspaceAccess: createWorkspaceAccessCache(workspaces, { ttlMs: settings.WORKSPACE_CACHE_MS }),
       outbox,
@@ -194,6 +196,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
       async stop() {
         await audit.stop();
         await outbox.stop();
+        await meter.close().catch((err: unknown) => ctx.logger.warn({ err }, 'could not give back unused metering leases'));
         await limiter.close().catch(() => undefined);
         await redisSessions?.close().catch(() => undefined);
         await oauth.close().catch(() => undefined);

@@ -17,7 +17,7 @@ import type { PlanningRepository, WorkspaceScope } from '../store/planning.js';
 import { healthInput, type ActivityRecord, type TaskRecord } from '../store/task-documents.js';
 import type { TaskRecordRepository } from '../store/task-records.js';
 import type { TaskSearch } from '../store/task-search.js';
-import type { BulkOutcome, TaskRepository, WriteContext } from '../store/tasks.js';
+import { edgesOf, type BulkOutcome, type TaskRepository, type WriteContext } from '../store/tasks.js';
 import type { WorkspaceRepository } from '../store/workspaces.js';
 import { validateOverride } from '../domain/done-policy.js';
 import { pageLimit } from './cursor.js';
@@ -211,17 +211,23 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
 
     async getTask(request, ctx) {
       const task = await taskFor(ctx, request.id);
-      const [comments, commentCount, activity, activityCount, evidence, approvals, dependencies, dependents, edges] = await Promise.all([
+      // Reads the task's own counters make unnecessary are skipped: no evidence or dependents to
+      // list when their counts are 0, and no count query when the latest page is not full.
+      const countUnlessShort = async (page: readonly unknown[], count: () => Promise<number>): Promise<number> =>
+        page.length < DETAIL_LATEST ? page.length : count();
+      const [comments, activity, evidence, approvals, dependencies, dependents] = await Promise.all([
         records.listComments(task._id, { limit: DETAIL_LATEST, latest: true }),
-        records.countComments(task._id),
         tasks.listActivity(task._id, { limit: DETAIL_LATEST, latest: true }),
-        tasks.countActivity(task._id),
-        records.listEvidence(task._id, { limit: LIMITS.acceptanceChecks }),
+        task.evidenceCount > 0 ? records.listEvidence(task._id, { limit: LIMITS.acceptanceChecks }) : [],
         records.listApprovals(task._id, { limit: LIMITS.acceptanceChecks }),
         tasks.getMany(task.dependencies),
-        tasks.dependentsOf([task._id], 100),
-        tasks.edgesAround([task], 100),
+        task.dependentCount > 0 ? tasks.dependentsOf([task._id], 100) : [],
       ]);
+      const [commentCount, activityCount] = await Promise.all([
+        countUnlessShort(comments, () => records.countComments(task._id)),
+        countUnlessShort(activity, () => tasks.countActivity(task._id)),
+      ]);
+      const edges = edgesOf([task], dependents);
       const ref = (t: TaskRecord) => ({ id: t._id, title: t.title, status: t.status });
       const now = deps.clock();
       return {

@@ -643,17 +643,8 @@ export class TaskRepository {
    * Dependency edges around a set of tasks: each task's dependencies, and the tasks (up to
    * `limit`) that depend on them. Source is the prerequisite, target the task that waits.
    */
-  async edgesAround(tasks: readonly TaskRecord[], limit = 1_000): Promise<{ sourceIssueId: string; targetIssueId: string }[]> {
-    const edges = new Map<string, { sourceIssueId: string; targetIssueId: string }>();
-    const add = (source: string, target: string): void => {
-      edges.set(`${source}>${target}`, { sourceIssueId: source, targetIssueId: target });
-    };
-    for (const t of tasks) for (const d of t.dependencies) add(d, t._id);
-    const ids = tasks.map((t) => t._id);
-    for (const dependent of await this.dependentsOf(ids, limit)) {
-      for (const d of dependent.dependencies) if (ids.includes(d)) add(d, dependent._id);
-    }
-    return [...edges.values()];
+  async edgesAround(tasks: readonly TaskRecord[], limit = 1_000): Promise<DependencyEdge[]> {
+    return edgesOf(tasks, await this.dependentsOf(tasks.map((t) => t._id), limit));
   }
 
   // ---- readiness -----------------------------------------------------------------------------
@@ -675,4 +666,21 @@ export class TaskRepository {
     ]);
     return { done, notCancelled: total - cancelled, verified, openBlockers };
   }
+}
+
+export interface DependencyEdge {
+  sourceIssueId: string;
+  targetIssueId: string;
+}
+
+/** The dependency edges into and out of `tasks`, given the tasks that depend on them (`dependentsOf`). */
+export function edgesOf(tasks: readonly TaskRecord[], dependents: readonly TaskRecord[]): DependencyEdge[] {
+  const edges = new Map<string, DependencyEdge>();
+  const add = (source: string, target: string): void => {
+    edges.set(`${source}>${target}`, { sourceIssueId: source, targetIssueId: target });
+  };
+  for (const t of tasks) for (const d of t.dependencies) add(d, t._id);
+  const ids = new Set(tasks.map((t) => t._id));
+  for (const dependent of dependents) for (const d of dependent.dependencies) if (ids.has(d)) add(d, dependent._id);
+  return [...edges.values()];
 }
