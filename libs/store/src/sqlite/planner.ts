@@ -159,8 +159,9 @@ function indexOrder(idx: PlannerIndex, prefix: number, constant: ReadonlySet<str
       if (skipConstant && i < prefix && constant.has(field)) continue;
       columns.push({ field, sql: col(i), dir: idx.dirs[i] as 1 | -1 });
     }
-    // A unique index has one entry per key: ties cannot happen, its `_id` column is not needed.
-    if (!idx.unique) columns.push({ field: '_id', sql: 'x.id', dir: idDir });
+    // A unique index has one entry per key: ties cannot happen, its `_id` column is not needed;
+    // nor when `_id` is one of the index's own fields (`{ issueId: 1, _id: 1 }`): it already ends the order.
+    if (!idx.unique && !idx.fields.includes('_id')) columns.push({ field: '_id', sql: 'x.id', dir: idDir });
     const target = idx.unique && wanted.length === columns.length + 1 ? wanted.slice(0, -1) : wanted;
     if (target.length !== columns.length) return undefined;
     let relation = 0;

@@ -276,3 +276,23 @@ describe('sqlite store: filters in SQL agree with mingo', () => {
     });
   }, 180_000);
 });
+
+describe('sqlite store: plans', () => {
+  it('plans: an index ending in `_id` walks a page in either direction without counting or sorting', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    try {
+      const c = store.collection('activity');
+      await c.createIndexes([{ name: 'issue_id', keys: { issueId: 1, _id: 1 } }]);
+      await c.insertMany(Array.from({ length: 300 }, (_, i) => ({ _id: `a${String(i).padStart(4, '0')}`, issueId: `t${i % 3}` })));
+      for (const dir of [1, -1] as const) {
+        const plan = await c.explain({ issueId: 't1' }, { sort: { _id: dir }, limit: 5 });
+        expect(plan).toMatchObject({ plan: 'IXSCAN', index: 'issue_id', inMemorySort: false, nReturned: 5, docsExamined: 5 });
+        const page = await c.find({ issueId: 't1' }, { sort: { _id: dir }, limit: 5 });
+        const all = Array.from({ length: 100 }, (_, i) => `a${String(i * 3 + 1).padStart(4, '0')}`);
+        expect(page.map((d) => d._id)).toEqual((dir === 1 ? all : all.reverse()).slice(0, 5));
+      }
+    } finally {
+      await store.close();
+    }
+  });
+});
