@@ -423,6 +423,12 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
     expect(badId).toMatchObject({ code: -32602, data: { code: 'invalid-input', field: 'issueId' }, message: expect.stringContaining("'issueId'") });
     expect(badId.message).not.toMatch(/'id'/);
     expect(await argError('add_comment', { issueId: blocked.id, body: 'x'.repeat(10_001) })).toMatchObject({ code: -32602, data: { field: 'body' } });
+    // Bounds the list leaves out to spare the model's context (issued values' int32 range, a brief
+    // list's length) still hold, refused naming the argument.
+    expect(await argError('post_status', { issueId: blocked.id, message: 'x', fencingToken: 2 ** 31 })).toMatchObject({ code: -32602, data: { field: 'fencingToken' } });
+    expect(await argError('update_issue_status', { issueId: blocked.id, status: 'ready', version: 2 ** 31 })).toMatchObject({ code: -32602, data: { field: 'version' } });
+    const tooMany = Array.from({ length: 31 }, (_, i) => `constraint ${i}`);
+    expect(await argError('update_task_contract', { issueId: blocked.id, agent: { instructions: { constraints: tooMany } } })).toMatchObject({ code: -32602, data: { field: 'agent.instructions.constraints' } });
     await s.close();
     expect((await api.get(`/api/issues?workspaceId=${ws}&q=Bad%20date`)).body.data.issues).toEqual([]);
   });

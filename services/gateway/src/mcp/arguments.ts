@@ -27,6 +27,23 @@ function describe(error: ErrorObject): string {
   return error.message ?? 'is invalid';
 }
 
+const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * A tool's input schema as checked: every integer the listed schema leaves unbounded above (a
+ * fencing token, a version: values the service hands out, which the model copies rather than
+ * invents, so the list spares it the bound) is an int32 field of the service's request, and is held
+ * to that here, so a larger value is refused naming the argument rather than as an unnamed
+ * out-of-range value.
+ */
+function checkedSchema(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(checkedSchema);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: Record<string, unknown> = Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, checkedSchema(value)]));
+  if (out.type === 'integer' && out.maximum === undefined) out.maximum = INT32_MAX;
+  return out;
+}
+
 /**
  * Validates tool arguments against each tool's input schema (JSON types are never coerced: a
  * number is not a string). The services check every rule again; this catches shape mistakes
@@ -35,7 +52,7 @@ function describe(error: ErrorObject): string {
 export function createArgumentValidator(catalog: readonly ToolDefinition[] = CATALOG) {
   const ajv = new Ajv({ allErrors: false, coerceTypes: false, useDefaults: false, strict: false });
   addFormats.default(ajv);
-  const compiled = new Map<string, ValidateFunction>(catalog.map((t) => [t.name, ajv.compile(t.inputSchema)]));
+  const compiled = new Map<string, ValidateFunction>(catalog.map((t) => [t.name, ajv.compile(checkedSchema(t.inputSchema) as object)]));
   return (tool: ToolDefinition, args: unknown): ArgumentProblem | undefined => {
     const validate = compiled.get(tool.name);
     if (!validate) throw new Error(`no schema for tool ${tool.name}`);

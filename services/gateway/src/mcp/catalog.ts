@@ -95,20 +95,30 @@ const REMINDER_KINDS = ['missing-dates', 'stale-update', 'missing-time', 'overdu
 const issueId = id;
 const limit = int(1, 200, 'Default 20.');
 const cursor = str('From page.nextCursor.');
-const fencingToken = { type: 'integer', minimum: 1, maximum: 2147483647, description: 'From claim_work.' };
-const version = int(1, 2 ** 31 - 1);
+/*
+ * Values the service hands out (a claim's fencing token, a task's version) are listed without an
+ * upper bound or a description: the model copies them (claim_work's description says where the
+ * token comes from), and each costs it tokens in nine tools. The argument check still holds them to
+ * their int32 field (`arguments.ts`), naming the argument.
+ */
+const fencingToken = { type: 'integer', minimum: 1 };
+const version = { type: 'integer', minimum: 1 };
 /** Members only (agents get 403): complete despite the done policy or a pending approval; audited. */
 const override = {
   type: 'object',
   required: ['reason'],
   additionalProperties: false,
-  description: 'Members only: complete despite the done policy; audited.',
+  description: 'Members only: skip the done policy; audited.',
   properties: { reason: { type: 'string', minLength: 1, maxLength: 2000 } },
 };
 const APPROVAL_FORS = ['done', 'in-review', 'merge', 'custom'] as const;
-/** A brief section: text or a list, `null` clears it (`anyOf`, not a type array: strict hosts refuse those). */
+/**
+ * A brief section: text or a list, `null` clears it (`anyOf`, not a type array: strict hosts refuse
+ * those). A list's length (at most 30 items) is left to the issues service, which refuses more with
+ * the field named: that bound, on six sections of two core tools, cost the model 30 tokens a session.
+ */
 const sectionText: Json = { type: 'string', maxLength: 2000 };
-const sectionList: Json = { type: 'array', maxItems: 30, items: { type: 'string', maxLength: 500 } };
+const sectionList: Json = { type: 'array', items: { type: 'string', maxLength: 500 } };
 const brief = (section: (schema: Json) => Json) =>
   args({
     objective: section(sectionText),
@@ -167,7 +177,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
   {
     name: 'create_issue',
     title: 'Create an issue',
-    description: 'Create a task in a project (ready unless status given) for work missing from the plan. A retry creates another task.',
+    description: 'Create a task (ready unless status given) for work missing from the plan. A retry creates another.',
     inputSchema: args(
       {
         projectId: id,
@@ -196,7 +206,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
     name: 'update_issue_status',
     title: 'Move an issue',
     description:
-      "Move a task's status along the allowed moves; in-review, done or cancelled completes your claim, ready releases it. Pass fencingToken while you hold the claim; once it ended, a repeat with it is refused (stale-claim). Done needs what the done policy asks (get_task_contract's done).",
+      "Move a task along the allowed moves; in-review, done or cancelled completes your claim (a repeat is then stale-claim), ready releases it. Done needs what get_task_contract's done asks.",
     inputSchema: args({ issueId, status: enumOf(STATUSES), version, fencingToken, override }, ['issueId', 'status']),
     outputSchema: toolOutputSchema(issueChangeResponse),
     annotations: OVERWRITE,
@@ -208,7 +218,7 @@ const ISSUE_TOOLS: ToolDefinition[] = [
     name: 'update_issue',
     title: 'Update an issue',
     description:
-      "Change a task's fields; those left out stay, null clears one, labels replaces all. Pass fencingToken while you hold the claim. A repeat changes nothing.",
+      "Change a task's fields; those left out stay, null clears one, labels replaces all. A repeat changes nothing.",
     inputSchema: args(
       {
         issueId,
@@ -321,7 +331,7 @@ const TOOLS: ToolDefinition[] = [
   {
     name: 'get_task_contract',
     title: 'Task contract',
-    description: "A task's brief (goal, constraints, expected output, verification, permissions, escalation) and its completeness. Call after claiming. Read-only.",
+    description: "A task's brief (the sections update_task_contract sets), how complete it is and what done needs. Call after claiming. Read-only.",
     inputSchema: args({ issueId }, ['issueId']),
     outputSchema: toolOutputSchema(taskContractResponse),
     annotations: READ,
@@ -352,7 +362,7 @@ const TOOLS: ToolDefinition[] = [
     name: 'claim_work',
     title: 'Claim work',
     description:
-      'Call when you hold no claim, for a ready task: it moves to in-progress, one agent run is metered, you get a lease (expiresAt) and fencingToken. Pass idempotencyKey to retry safely.',
+      'Call when you hold no claim, for a ready task: it moves to in-progress, one agent run is metered, you get a lease (expiresAt) and the fencingToken every write to the task then passes. idempotencyKey makes retries safe.',
     inputSchema: args({ issueId, idempotencyKey: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' } }, ['issueId']),
     outputSchema: toolOutputSchema(claimWorkResponse),
     annotations: CLAIM,
