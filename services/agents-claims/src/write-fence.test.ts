@@ -332,6 +332,7 @@ describe('write fence: the holder\'s completion against its lease\'s expiry', ()
       // calls (microtasks: the embedded store and the in-process codec hop on them).
       h.planning.now = new Date(Date.parse(held.expiresAt) - 1);
       const before = await footprint(issueId);
+      const runsBefore = await h.meter.used(ws, 'agent-runs', h.planning.now);
       const ticks = (async () => {
         const steps = Math.floor(rnd() * 40);
         for (let t = 0; t < steps; t++) await Promise.resolve();
@@ -354,6 +355,9 @@ describe('write fence: the holder\'s completion against its lease\'s expiry', ()
       const stored = await claimOf(held.id);
       const kinds = (await h.planning.planning.tasks.listActivity(issueId, { limit: 20 })).map((x) => x.kind);
       const expiredEvents = (await h.claimEvents('claim.expired')).filter((e) => e.data.subject && (e.data.subject as { id: string }).id === held.id);
+      // Metering: the run was counted by the claim; neither ending gives it back or counts another.
+      expect(await h.meter.used(ws, 'agent-runs', h.planning.now)).toBe(runsBefore);
+      expect(await h.claims.latestAnswered(issueId)).toMatchObject({ _id: held.id });
       if (completion === 'ok') {
         wins.completion += 1;
         expect(task?.status).toBe('in-review');
