@@ -227,6 +227,50 @@ describe('mcp sign-in (all-in-one)', () => {
     expect(grants.find((g: any) => g.revokeReason === 'replay')).toBeDefined();
   });
 
+  it('mcp sign-in: the token endpoint answers the RFC JSON errors; RFC 7009 revocation ends the grant; the token is for the MCP endpoint only', async () => {
+    /** The RFC's JSON error and nothing else (invalid_scope names the scope refused): no stack, no library or file names. */
+    const refusedWith = (answer: { status: number; body: Record<string, unknown> }, status: number, error: string) => {
+      expect(answer, JSON.stringify(answer.body)).toMatchObject({ status, body: { error } });
+      expect(Object.keys(answer.body).sort()).toEqual(error === 'invalid_scope' ? ['error', 'error_description', 'scope'] : ['error', 'error_description']);
+      expect(JSON.stringify(answer.body)).not.toMatch(/stack|node_modules|oidc|koa|\.(js|ts)\b/i);
+    };
+    const { client, access, refresh } = await tokensFor(asMember());
+    refusedWith(await tokenRequest(cluster.baseUrl, { client_id: client.client_id }), 400, 'invalid_request');
+    refusedWith(await tokenRequest(cluster.baseUrl, { grant_type: 'refresh_token', refresh_token: refresh, client_id: 'no-such-client' }), 401, 'invalid_client');
+    // Another client presenting this refresh token; more scope than was granted.
+    const stranger = await registerClient(cluster.baseUrl);
+    refusedWith(await tokenRequest(cluster.baseUrl, { grant_type: 'refresh_token', refresh_token: refresh, client_id: stranger.client_id }), 400, 'invalid_grant');
+    refusedWith(await tokenRequest(cluster.baseUrl, { grant_type: 'refresh_token', refresh_token: refresh, client_id: client.client_id, scope: 'issues:read admin' }), 400, 'invalid_scope');
+    expect((await tokenRequest(cluster.baseUrl, { grant_type: 'refresh_token', refresh_token: refresh, client_id: client.client_id, scope: 'issues:read admin' })).body.scope).toBe('admin');
+    // A code redeemed with another redirect URI than it was issued for: no tokens.
+    const other = await codeFor(asMember());
+    refusedWith(
+      await tokenRequest(cluster.baseUrl, { grant_type: 'authorization_code', code: other.code!, code_verifier: other.pkce.verifier, redirect_uri: 'http://127.0.0.1:9/elsewhere', client_id: other.client.client_id }),
+      400,
+      'invalid_grant',
+    );
+
+    // Bound to the MCP resource: the REST API does not take it.
+    expect((await mcpList(access)).status).toBe(200);
+    const rest = await request(cluster.baseUrl, 'GET', `/api/issues?workspaceId=${ws}`, { token: access });
+    expect(rest.status).toBe(401);
+    expect(JSON.stringify(rest.body)).not.toContain(access);
+
+    // The client revokes its refresh token (RFC 7009): the whole grant ends, its access token from the next request on.
+    const revoked = await fetch(`${cluster.baseUrl}/oauth/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token: refresh, token_type_hint: 'refresh_token', client_id: client.client_id }).toString() });
+    expect(revoked.status).toBe(200);
+    const after = await mcpList(access);
+    expect(after.status).toBe(401);
+    expect(after.headers.get('www-authenticate')).toContain('error="invalid_token"');
+    refusedWith(await tokenRequest(cluster.baseUrl, { grant_type: 'refresh_token', refresh_token: refresh, client_id: client.client_id }), 400, 'invalid_grant');
+    const grantOf = async () => ((await api('GET', '/api/oauth/grants', undefined, member.cookie)).body.data as any[]).find((g) => g.clientId === client.client_id);
+    await expect.poll(async () => (await grantOf())?.revokeReason, { timeout: 15_000 }).toBe('client-revoked');
+    const grantId = (await grantOf()).id;
+    await expect
+      .poll(async () => ((await api('GET', `/api/admin/audit-events?type=oauth.grant.revoked&limit=200&workspaceId=${ws}`)).body.data as any[]).some((e) => e.subject.id === grantId && e.reason === 'client-revoked'), { timeout: 15_000 })
+      .toBe(true);
+  });
+
   it('mcp sign-in: grants are listed and revoked through the API; revocation applies on the next request; every step is audited', async () => {
     const { client, access, refresh } = await tokensFor(asMember());
     const ok = await mcpList(access);

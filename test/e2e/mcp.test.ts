@@ -3,7 +3,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listedTools, PORTABLE_NAME, toolsNamedIn } from '../../services/gateway/src/mcp/catalog.js';
+import { CATALOG, listedTools, PORTABLE_NAME, toolsNamedIn } from '../../services/gateway/src/mcp/catalog.js';
 import { createKey, createWorkspace, type TestKey } from '../support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster, type Mode } from '../support/cluster.js';
 import { login, request, requestOversized, type ApiResponse } from '../support/http.js';
@@ -215,6 +215,14 @@ describe.each<Mode>(['all-in-one', 'distributed'])('mcp (%s)', (mode) => {
         const res = await mcpPost(rpcBody('tools/call', { name, arguments: { issueId: issue.id } }), { query });
         expect(res.body.result.structuredContent, `${name} ${query}`).toEqual(viaPortable.structuredContent);
       }
+    }
+    // Every read-only tool and alias, by both names, answers alike (bootstrap and preflight are left
+    // out: they report the API quota, which each call uses).
+    for (const tool of CATALOG.filter((t) => t.annotations.readOnlyHint && !['get_client_bootstrap', 'get_agent_preflight'].includes(t.name))) {
+      const args = ((tool.inputSchema.required as string[] | undefined) ?? []).includes('issueId') ? { issueId: issue.id } : {};
+      const [dotted, portable] = await Promise.all(['.', '_'].map((sep) => mcpPost(rpcBody('tools/call', { name: `service${sep}${tool.name}`, arguments: args }))));
+      expect(dotted!.body.result?.isError, `${tool.name}: ${JSON.stringify(dotted!.body)}`).toBeFalsy();
+      expect(portable!.body.result.structuredContent, tool.name).toEqual(dotted!.body.result.structuredContent);
     }
     const preflight = (await mcpPost(rpcBody('tools/call', { name: 'service.get_agent_preflight', arguments: {} }), { query: '?names=portable' })).body.result.structuredContent.data;
     expect(preflight.firstSessionDecision.nextTool).toMatch(/^service_/);
