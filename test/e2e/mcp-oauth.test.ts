@@ -277,6 +277,17 @@ describe('mcp sign-in (all-in-one)', () => {
     expect(ok.status).toBe(200);
     // A grant counts like a key: its own rate-limit bucket and the workspace's API quota.
     expect(ok.headers.get('ratelimit-policy')).toBe('"burst";q=1200;w=60');
+    const used = async () => ((await api('GET', `/api/billing/usage?workspaceId=${ws}`)).body.data.quotas as any[]).find((q) => q.kind === 'api-requests').used as number;
+    const before = await used();
+    for (let i = 0; i < 3; i++) expect((await mcpList(access)).status).toBe(200);
+    expect(await used()).toBe(before + 3);
+    // The plan caps it like a key: a plan without API access turns it off, and back on.
+    expect((await api('PATCH', `/api/workspaces/${ws}`, { planId: 'free' })).status).toBe(200);
+    const off = await mcpList(access);
+    expect(off.status).toBe(403);
+    expect(off.body.error.reason).toBe('plan-without-api');
+    expect((await api('PATCH', `/api/workspaces/${ws}`, { planId: 'pro' })).status).toBe(200);
+    expect((await mcpList(access)).status).toBe(200);
     const mine = (await api('GET', '/api/oauth/grants', undefined, member.cookie)).body.data;
     const grant = mine.find((g: any) => g.clientId === client.client_id);
     expect(grant).toMatchObject({ workspaceId: ws, agentId: 'claude-code', userId: member.id, scopes: ['issues:read', 'issues:write', 'agents:read', 'agents:execute'], revokedAt: null });
