@@ -135,6 +135,38 @@ describe('mcp sign-in (all-in-one)', () => {
     expect(detail.acceptanceChecks[0].done).toBe(true);
   });
 
+  it('mcp sign-in: protected-resource metadata (both forms) names the MCP URL and the issuer, whose RFC 8414 metadata offers code + PKCE S256 only', async () => {
+    const mcpUrl = `${cluster.baseUrl}/api/mcp`;
+    const [bare, suffixed] = await Promise.all(['', '/api/mcp'].map(async (suffix) => (await fetch(`${cluster.baseUrl}/.well-known/oauth-protected-resource${suffix}`)).json()));
+    expect(suffixed).toEqual(bare);
+    expect(bare).toMatchObject({ resource: mcpUrl, authorization_servers: [cluster.baseUrl], bearer_methods_supported: ['header'] });
+    expect(bare.scopes_supported).toEqual(expect.arrayContaining(['issues:read', 'issues:write', 'agents:read', 'agents:execute']));
+    // A 401 points there, with the scopes an agent asks for.
+    const challenge = (await request(cluster.baseUrl, 'POST', '/api/mcp', { headers: { accept: 'application/json' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } })).headers.get('www-authenticate');
+    expect(challenge).toContain(`resource_metadata="${cluster.baseUrl}/.well-known/oauth-protected-resource/api/mcp"`);
+    expect(challenge).toContain('scope="issues:read issues:write agents:read agents:execute"');
+    const server = await (await fetch(`${cluster.baseUrl}/.well-known/oauth-authorization-server`)).json();
+    expect(server).toMatchObject({
+      issuer: cluster.baseUrl,
+      authorization_endpoint: `${cluster.baseUrl}/oauth/authorize`,
+      token_endpoint: `${cluster.baseUrl}/oauth/token`,
+      registration_endpoint: `${cluster.baseUrl}/oauth/register`,
+      revocation_endpoint: `${cluster.baseUrl}/oauth/revoke`,
+      response_types_supported: ['code'],
+      code_challenge_methods_supported: ['S256'],
+      client_id_metadata_document_supported: true,
+    });
+    expect(server.grant_types_supported).toEqual(expect.arrayContaining(['authorization_code', 'refresh_token']));
+    expect(server.grant_types_supported).not.toContain('implicit');
+    expect(server.token_endpoint_auth_methods_supported).toContain('none');
+    // Registration refuses what it cannot honour with the RFC 7591 JSON error.
+    const bad = await fetch(`${cluster.baseUrl}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'no redirect', token_endpoint_auth_method: 'none' }) });
+    expect(bad.status).toBe(400);
+    const error = (await bad.json()) as Record<string, unknown>;
+    expect(['invalid_redirect_uri', 'invalid_client_metadata']).toContain(error.error);
+    expect(JSON.stringify(error)).not.toMatch(/stack|node_modules|oidc|koa|\.(js|ts)\b/i);
+  });
+
   it('mcp sign-in: a client identified by a Client ID Metadata Document (an https URL) signs in without registering', async () => {
     const provider = new TestOAuthClient('unused', cimd.url);
     const { client } = await connectWithSignIn(`${cluster.baseUrl}/api/mcp`, provider, asMember());
