@@ -190,6 +190,28 @@ describe('write fence: every kind of agent write', () => {
     expect(await outcome(write('evidence', issueId, b))).toBe('ok');
   });
 
+  it('write fence: right after its completion, before agents-claims hears of it, the holder writes as it will after (without a token); its spent token is stale; another agent is not let in', async () => {
+    const a = agent('agent-a');
+    const b = agent('agent-b');
+    for (const kind of KINDS) {
+      const issueId = await h.task(projectId);
+      const held = await claim(issueId, a);
+      await h.planning.tasks.updateTask({ id: issueId, patch: { status: 'in-review' }, fencingToken: held.fencingToken }, a);
+      // The status event has not reached agents-claims: there the claim is still active.
+      expect(await claimOf(held.id)).toMatchObject({ state: 'active' });
+      const before = await footprint(issueId);
+      expect(await outcome(write(kind, issueId, a, held.fencingToken)), `${kind} with the spent token`).toBe('work-already-claimed/stale-claim');
+      expect(await outcome(write(kind, issueId, b)), `${kind} by another agent`).toBe('work-already-claimed/active-claim');
+      expect(await footprint(issueId)).toEqual(before);
+      // The status write moves the task on (in-review → in-progress is a person's move back, or the agent's own).
+      const own = await outcome(write(kind === 'status' ? 'field' : kind, issueId, a));
+      expect(own, `${kind} by the former holder, no token`).toBe('ok');
+      await h.deliverStatusEvents();
+      expect(await claimOf(held.id)).toMatchObject({ state: 'completed' });
+      expect(await outcome(write(kind === 'status' ? 'field' : kind, issueId, a)), `${kind} once agents-claims knows`).toBe('ok');
+    }
+  });
+
   it('write fence: members are not fenced unless they present a token, which must be the current claim\'s', async () => {
     const a = agent('agent-a');
     const issueId = await h.task(projectId);

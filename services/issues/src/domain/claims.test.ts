@@ -29,6 +29,20 @@ describe('claims: the write fence, applied where the task is written', () => {
     expect(reasonOf(fenceRefusal({ claim }, { agentId: 'agent-a', fence: { claimId: 'clm_1' }, now: new Date(claim.expiresAt) }))).toBe('work-already-claimed/stale-claim');
   });
 
+  it('claims: a claim the task saw complete or be released, not yet known to agents-claims: its holder without a token writes under no claim; with a token, or after an expiry, 409 stale-claim', () => {
+    const fence = { claimId: 'clm_1' };
+    for (const end of ['completed', 'released'] as const) {
+      expect(fenceRefusal({ lastClaimEnd: { claimId: 'clm_1', end } }, { agentId: 'agent-a', fence, now }), end).toBeUndefined();
+      expect(reasonOf(fenceRefusal({ lastClaimEnd: { claimId: 'clm_1', end } }, { agentId: 'agent-a', fence: { ...fence, byToken: true }, now }))).toBe('work-already-claimed/stale-claim');
+      // Another claim since: the task carries it, and the old fence does not hold.
+      expect(reasonOf(fenceRefusal({ claim: { ...claim, claimId: 'clm_2', agentId: 'agent-b' }, lastClaimEnd: { claimId: 'clm_1', end } }, { agentId: 'agent-a', fence, now }))).toBe(
+        'work-already-claimed/stale-claim',
+      );
+    }
+    expect(reasonOf(fenceRefusal({ lastClaimEnd: { claimId: 'clm_1', end: 'expired' } }, { agentId: 'agent-a', fence, now }))).toBe('work-already-claimed/stale-claim');
+    expect(reasonOf(fenceRefusal({ lastClaimEnd: { claimId: 'clm_0', end: 'completed' } }, { agentId: 'agent-a', fence, now }))).toBe('work-already-claimed/stale-claim');
+  });
+
   it('claims: a write fenced to no claim is refused only under another agent\'s live claim', () => {
     expect(reasonOf(fenceRefusal({ claim }, { agentId: 'agent-b', fence: {}, now }))).toBe('work-already-claimed/active-claim');
     expect(reasonOf(fenceRefusal({ claim }, { fence: {}, now }))).toBe('work-already-claimed/active-claim');

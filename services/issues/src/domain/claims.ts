@@ -82,6 +82,8 @@ export function claimEndOf(to: TaskStatus): ClaimEnd {
  */
 export interface WriteFence {
   claimId?: string;
+  /** The writer presented a fencing token (it was `claimId`'s): only that claim, live, will do. */
+  byToken?: boolean;
 }
 
 /** Who is writing, as far as claims care. */
@@ -99,11 +101,17 @@ export interface ClaimWriter {
  * makes it hold where the task is written: a claim that ended or changed in between (expiry,
  * sweep, completion, another agent's claim) makes the write fail instead of landing.
  */
-export function fenceRefusal(task: { claim?: ClaimMirror }, writer: ClaimWriter): ServiceError | undefined {
+export function fenceRefusal(task: { claim?: ClaimMirror; lastClaimEnd?: { claimId: string; end: ClaimEnd } }, writer: ClaimWriter): ServiceError | undefined {
   const fence = writer.fence;
   if (!fence) return undefined;
   const claim = task.claim;
   if (fence.claimId !== undefined) {
+    // The claim ended on the task by its completion or a release that agents-claims has not heard
+    // of yet (the status event is on its way): the holder, writing without a token, is answered as
+    // it will be once agents-claims knows — a write under no claim (the rule's last step). A
+    // presented token is spent; an expiry stays an expiry.
+    const ended = task.lastClaimEnd;
+    if (!claim && !fence.byToken && ended?.claimId === fence.claimId && (ended.end === 'completed' || ended.end === 'released')) return undefined;
     if (!claim || claim.claimId !== fence.claimId) return conflict('stale-claim', 'The claim this write was made under has ended; claim the issue again if it is ready');
     if (!isUnexpired(claim, writer.now)) return conflict('stale-claim', `The claim this write was made under expired at ${claim.expiresAt}`);
     return undefined;

@@ -66,7 +66,10 @@ export async function fenceOutcomes(
 ): Promise<Map<string, FenceOutcome> | undefined> {
   if (ctx.principal.type !== 'api-key' && fencingToken === undefined) return undefined;
   if (issueIds.length === 0) return new Map();
-  return fences.check(ctx, { issueIds, kind, ...(fencingToken !== undefined ? { fencingToken } : {}) });
+  const outcomes = await fences.check(ctx, { issueIds, kind, ...(fencingToken !== undefined ? { fencingToken } : {}) });
+  if (fencingToken === undefined) return outcomes;
+  // A fence by token holds only under that token's claim (domain/claims.ts#fenceRefusal).
+  return new Map([...outcomes].map(([id, o]) => [id, o instanceof ServiceError ? o : { ...o, byToken: true }]));
 }
 
 /** The fences of a write to one task; its refusal (409) is thrown before anything is written. */
