@@ -137,7 +137,7 @@ describe('mcp sign-in (all-in-one)', () => {
 
   it('mcp sign-in: protected-resource metadata (both forms) names the MCP URL and the issuer, whose RFC 8414 metadata offers code + PKCE S256 only', async () => {
     const mcpUrl = `${cluster.baseUrl}/api/mcp`;
-    const [bare, suffixed] = await Promise.all(['', '/api/mcp'].map(async (suffix) => (await fetch(`${cluster.baseUrl}/.well-known/oauth-protected-resource${suffix}`)).json()));
+    const [bare, suffixed] = await Promise.all(['', '/api/mcp'].map(async (suffix) => (await fetch(`${cluster.baseUrl}/.well-known/oauth-protected-resource${suffix}`)).json() as Promise<any>));
     expect(suffixed).toEqual(bare);
     expect(bare).toMatchObject({ resource: mcpUrl, authorization_servers: [cluster.baseUrl], bearer_methods_supported: ['header'] });
     expect(bare.scopes_supported).toEqual(expect.arrayContaining(['issues:read', 'issues:write', 'agents:read', 'agents:execute']));
@@ -145,7 +145,7 @@ describe('mcp sign-in (all-in-one)', () => {
     const challenge = (await request(cluster.baseUrl, 'POST', '/api/mcp', { headers: { accept: 'application/json' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } })).headers.get('www-authenticate');
     expect(challenge).toContain(`resource_metadata="${cluster.baseUrl}/.well-known/oauth-protected-resource/api/mcp"`);
     expect(challenge).toContain('scope="issues:read issues:write agents:read agents:execute"');
-    const server = await (await fetch(`${cluster.baseUrl}/.well-known/oauth-authorization-server`)).json();
+    const server: any = await (await fetch(`${cluster.baseUrl}/.well-known/oauth-authorization-server`)).json();
     expect(server).toMatchObject({
       issuer: cluster.baseUrl,
       authorization_endpoint: `${cluster.baseUrl}/oauth/authorize`,
