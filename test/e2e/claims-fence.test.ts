@@ -381,7 +381,10 @@ describe.each<Mode>(['all-in-one', 'distributed'])('claims fence (%s)', (mode) =
       expect((await claimsOf(s.id, t.id))[0]).toMatchObject({ id: held.id, state: 'active' });
       // The agent sees what is missing where it reads its work.
       const contract = await call('GET', `/api/issues/${t.id}/task-contract`, { token: a.token });
-      expect(contract.body.data.taskContract.done ?? contract.body.data.done).toMatchObject({ requires: 'evidence', missingCheckIds: [t.acceptanceChecks[0].id], ready: false });
+      expect(contract.body.data.done).toMatchObject({ requires: 'evidence', missingCheckIds: [t.acceptanceChecks[0].id], ready: false });
+      const item = (await call('GET', '/api/agents/ready-work', { token: a.token })).body.data.find((i: any) => i.id === t.id);
+      expect(item.agentClaimQueue.doneEvidence).toMatchObject({ requires: 'evidence', missingCheckIds: [t.acceptanceChecks[0].id], ready: false });
+      expect(item.agentClaimQueue.nextAction).toContain(t.acceptanceChecks[0].id);
       expect(said(await write(transport, 'evidence', a, t.id, { checkId: t.acceptanceChecks[0].id, fencingToken: held.fencingToken }))).toBe('ok');
       expect(said(await write(transport, 'status', a, t.id, { fencingToken: held.fencingToken }))).toBe('ok');
       // The claim ends when the status change reaches agents-claims (an event).
