@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Query } from 'mingo';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { describeStoreContract } from '../contract/store-contract.js';
 import type { Filter, StoredDocument } from '../port.js';
 import { createSqliteStore, type SqliteDocumentStore } from './sqlite-store.js';
@@ -69,6 +69,45 @@ describe('sqlite store: files', () => {
     await withStore(createSqliteStore({ path: file }), async (store) => {
       await store.collection('c').insertOne({ _id: 'a' });
       expect(() => createSqliteStore({ path: file })).toThrow(/locked/);
+    });
+  });
+
+  it('durability: a write resolves, and a read sees it, only once the write-ahead log is flushed to disk', async () => {
+    const file = path.join(tempDir(), 'store.sqlite');
+    await withStore(createSqliteStore({ path: file }), async (store) => {
+      const c = store.collection('c');
+      await c.insertOne({ _id: 'before' });
+      // Hold every flush until the test lets it run.
+      const held: { fd: number; run: () => void }[] = [];
+      const real = fs.fdatasync;
+      const spy = vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, callback: (err: NodeJS.ErrnoException | null) => void) => {
+        held.push({ fd, run: () => real(fd, callback) });
+      }) as typeof fs.fdatasync);
+      const settled: string[] = [];
+      try {
+        const first = c.insertOne({ _id: 'a' }).then(() => settled.push('write a'));
+        const read = c.findOne({ _id: 'a' }).then((doc) => settled.push(`read ${String(doc?._id)}`));
+        for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+        // Committed in SQLite, but neither the write nor a read of it resolved before the flush.
+        expect(held).toHaveLength(1);
+        expect(settled).toEqual([]);
+        // The flush is of the database's write-ahead log.
+        expect(fs.fstatSync((held[0] as { fd: number }).fd).ino).toBe(fs.statSync(`${file}-wal`).ino);
+        // A write committed while that flush runs waits for the next one.
+        const second = c.insertOne({ _id: 'b' }).then(() => settled.push('write b'));
+        (held.shift() as { run: () => void }).run();
+        await Promise.all([first, read]);
+        expect(settled).toEqual(['write a', 'read a']);
+        for (let i = 0; i < 5 && held.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+        expect(held).toHaveLength(1);
+        expect(settled).not.toContain('write b');
+        (held.shift() as { run: () => void }).run();
+        await second;
+        expect(settled).toContain('write b');
+      } finally {
+        spy.mockRestore();
+        for (const h of held.splice(0)) h.run();
+      }
     });
   });
 
