@@ -332,10 +332,12 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   const source = `${chosen.idx.table} AS x CROSS JOIN ${docs} ON c.rid = x.rid`;
   const order = req.sort ? chosen.order : undefined;
   const direction = (d: 1 | -1): string => (d === 1 ? 'ASC' : 'DESC');
+  // The index decides the whole filter: the documents need no second test.
+  const decided: Partial<Plan> = chosen.covered ? { residual: '1' } : {};
   if (order?.merge) {
     const range = rangeWhere(chosen, p);
     return {
-      ...finish('IXSCAN', source, base()),
+      ...finish('IXSCAN', source, base(), decided),
       index: chosen.idx.name,
       ordered: true,
       runs: cartesian(chosen.points).map((point) => [...point.map((k, i) => `${col(i)} = ${p.add(k)}`), ...range]),
@@ -345,7 +347,7 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   }
   const where = indexWhere(chosen, p);
   const plan: Plan = {
-    ...finish('IXSCAN', source, [...where, ...base()]),
+    ...finish('IXSCAN', source, [...where, ...base()], decided),
     index: chosen.idx.name,
     ordered: inOrder(chosen),
     orderBy: order ? `ORDER BY ${order.columns.map((c) => `${c.sql} ${direction(c.dir)}`).join(', ')}` : '',
@@ -407,8 +409,12 @@ function choose(
     bestCost = text.estimate * TEXT_CANDIDATE_COST;
   }
   const cap = budget(1);
+  const walked = new Set(constrained(bestWalk));
   for (const c of candidates) {
     if (c === bestWalk || (inOrder(c) && c.walk)) continue;
+    // Constraining only fields the walk constrains too (the same conditions), it holds at least
+    // the walk's range: never narrower, and counting it would cost up to `cap` entries for nothing.
+    if (constrained(c).every((f) => walked.has(f))) continue;
     const count = countOf(c, cap + 1);
     if (count <= cap && count < bestCost) {
       best = c;
@@ -416,6 +422,13 @@ function choose(
     }
   }
   return best;
+}
+
+/** The fields whose conditions an index candidate applies (its equality prefix and range). */
+function constrained(c: IndexCandidate): string[] {
+  const fields = c.idx.fields.slice(0, c.prefix);
+  if (c.range) fields.push(c.idx.fields[c.prefix] as string);
+  return fields;
 }
 
 /** Every match is read: the plan with the fewest candidates (counted up to the best so far). */
