@@ -33,22 +33,31 @@ async function main(): Promise<void> {
   const unknown = wanted.filter((w) => !benches.some((b) => b.name === w));
   if (unknown.length > 0) throw new Error(`no benchmark named ${unknown.join(', ')} (have: ${files.join(', ')})`);
 
-  let doc = await readFile(docPath, 'utf8').catch(() => HEADER);
   for (const bench of benches) {
     const log = (line: string) => process.stdout.write(`[${bench.name}] ${line}\n`);
     log('running');
-    const body = await bench.run(log);
+    const progress = async (partial: string) => {
+      await writeSection(bench.name, partial);
+      log(`partial results written to ${docPath}`);
+    };
+    const body = await bench.run(log, progress);
     if (body === null) {
       log('partial run: docs/benchmarks.md left as it was');
       continue;
     }
-    const section = `${start(bench.name)}\n${body.trim()}\n${end(bench.name)}`;
-    const from = doc.indexOf(start(bench.name));
-    const to = doc.indexOf(end(bench.name));
-    doc = from >= 0 && to > from ? `${doc.slice(0, from)}${section}${doc.slice(to + end(bench.name).length)}` : `${doc.trimEnd()}\n\n${section}\n`;
-    await writeFile(docPath, doc);
+    await writeSection(bench.name, body);
     log(`written to ${docPath}`);
   }
+}
+
+/** Replaces (or appends) one benchmark's section; the file is read afresh each time. */
+async function writeSection(name: string, body: string): Promise<void> {
+  const doc = await readFile(docPath, 'utf8').catch(() => HEADER);
+  const section = `${start(name)}\n${body.trim()}\n${end(name)}`;
+  const from = doc.indexOf(start(name));
+  const to = doc.indexOf(end(name));
+  const next = from >= 0 && to > from ? `${doc.slice(0, from)}${section}${doc.slice(to + end(name).length)}` : `${doc.trimEnd()}\n\n${section}\n`;
+  await writeFile(docPath, next);
 }
 
 await main();

@@ -11,8 +11,10 @@ export interface Bench {
   /**
    * Runs the benchmark and returns its Markdown section (without the section heading markers), or
    * null when the run was a partial one (a quick comparison) that must not replace the section.
+   * A long benchmark may call `progress` with the section as far as it got: it is written into
+   * docs/benchmarks.md at once, so a failure late in the run keeps what was measured.
    */
-  run(log: (line: string) => void): Promise<string | null>;
+  run(log: (line: string) => void, progress: (partial: string) => Promise<void>): Promise<string | null>;
 }
 
 export interface Latency {
