@@ -45,6 +45,35 @@ async function concurrently(workers: number, rounds: number, step: (worker: numb
   return { samples, wallMs: performance.now() - started };
 }
 
+/**
+ * Two workloads interleaved: `blocks` alternating blocks (a, b, a, b, …) of `rounds` rounds per
+ * worker each, so both meet the same machine; wall time is summed per workload.
+ */
+async function interleaved(
+  workers: number,
+  blocks: number,
+  rounds: number,
+  a: (worker: number) => Promise<number>,
+  b: (worker: number) => Promise<number>,
+): Promise<[{ samples: number[]; wallMs: number }, { samples: number[]; wallMs: number }]> {
+  const out: [{ samples: number[]; wallMs: number }, { samples: number[]; wallMs: number }] = [
+    { samples: [], wallMs: 0 },
+    { samples: [], wallMs: 0 },
+  ];
+  for (let block = 0; block < blocks; block++) {
+    const run = await concurrently(workers, rounds, block % 2 === 0 ? a : b);
+    const into = block % 2 === 0 ? out[0] : out[1];
+    into.samples.push(...run.samples);
+    into.wallMs += run.wallMs;
+  }
+  return out;
+}
+
+/** Blocks and rounds per block of the fenced-write workload (each workload: half the blocks). */
+const FENCE_BLOCKS = 4;
+const FENCE_ROUNDS = 10;
+const FENCE_NOTE = 'interleaved with the row above, same tasks and concurrency';
+
 async function timed(fn: () => Promise<unknown>): Promise<number> {
   const t = performance.now();
   await fn();
@@ -117,6 +146,18 @@ async function inProcess(log: (line: string) => void): Promise<Result[]> {
     latency: summarize(raceSamples),
     note: `${RACES} races, exactly one winner each; rate column: races (winning claims) per second`,
   });
+
+  log('in process: time entries, a member unfenced beside each agent under its claim (fenced)');
+  const held = await Promise.all(agents.map(async (a, w) => (await h.rpc.claimWork({ issueId: own[w]! }, { principal: a })).claim!.fencingToken));
+  const [unfenced, fenced] = await interleaved(
+    AGENTS,
+    FENCE_BLOCKS,
+    FENCE_ROUNDS,
+    (w) => timed(() => h.planning.records.logTime({ issueId: own[w]!, minutes: 1 }, member)),
+    (w) => timed(() => h.planning.records.logTime({ issueId: own[w]!, minutes: 1, fencingToken: held[w]! }, agents[w]!)),
+  );
+  results.push({ label: 'baseline: time entry on a claimed task (member, not fenced)', ops: unfenced.samples.length, wallMs: unfenced.wallMs, latency: summarize(unfenced.samples) });
+  results.push({ label: 'time entry under its claim with `fencingToken` (agent, fenced)', ops: fenced.samples.length, wallMs: fenced.wallMs, latency: summarize(fenced.samples), note: FENCE_NOTE });
   await h.close();
   return results;
 }
@@ -198,10 +239,41 @@ async function throughHttp(log: (line: string) => void): Promise<Result[]> {
       latency: summarize(samples),
       note: `${RACES} races, exactly one winner each; rate column: races (winning claims) per second`,
     });
+
+    log('http: time entries, a member unfenced beside each agent under its claim (fenced)');
+    const held: number[] = [];
+    for (let w = 0; w < AGENTS; w++) {
+      const res = await request(base, 'POST', '/api/agents/claim', { token: keys[w]!.token, body: { issueId: own[w]! } });
+      expectStatus(res, 200);
+      held.push(res.body.data.claim.fencingToken as number);
+    }
+    const timeEntry = async (w: number, auth: { cookie?: string; token?: string }, body: Record<string, unknown>) => {
+      let res!: Awaited<ReturnType<typeof request>>;
+      const t = await timed(async () => (res = await request(base, 'POST', `/api/issues/${own[w]!}/time-entries`, { ...auth, body: { minutes: 1, ...body } })));
+      expectStatus(res, 201);
+      return t;
+    };
+    const [unfenced, fenced] = await interleaved(
+      AGENTS,
+      FENCE_BLOCKS,
+      FENCE_ROUNDS,
+      (w) => timeEntry(w, { cookie: member.cookie }, {}),
+      (w) => timeEntry(w, { token: keys[w]!.token }, { fencingToken: held[w]! }),
+    );
+    results.push({ label: 'baseline: `POST /api/issues/{id}/time-entries` on a claimed task (member, not fenced)', ops: unfenced.samples.length, wallMs: unfenced.wallMs, latency: summarize(unfenced.samples) });
+    results.push({ label: 'the same under its claim with `fencingToken` (agent, fenced)', ops: fenced.samples.length, wallMs: fenced.wallMs, latency: summarize(fenced.samples), note: FENCE_NOTE });
     return results;
   } finally {
     await cluster.stop();
   }
+}
+
+/** The fenced row's rate over its baseline's (the last two rows of a table), as a percentage. */
+function fenceRatio(rows: Result[]): string {
+  const [base, fenced] = rows.slice(-2);
+  if (!base || !fenced) return 'n/a';
+  const rate = (r: Result) => r.ops / r.wallMs;
+  return `${((rate(fenced) / rate(base)) * 100).toFixed(0)} %`;
 }
 
 const bench: Bench = {
@@ -238,6 +310,13 @@ const bench: Bench = {
         'would mostly collide and retry), which bounds the claim rate of a workspace per process but keeps the tail short. A lost race ' +
         'stops at the first check that sees the winner (the task read or the insert), so race attempts are cheaper than ' +
         'winning claims.',
+      '',
+      `The fence rows (issue #14): every agent holds the claim of its own task and logs time on it with its fencing token, ` +
+        `while a member logs time on the same tasks, in ${FENCE_BLOCKS} alternating blocks of ${FENCE_ROUNDS} rounds per agent. ` +
+        'An agent\'s write asks agents-claims for its fence (one call: the task\'s latest claims read, the rule applied) before ' +
+        'the issues transaction, and the transaction checks the task\'s claim mirror against it; a member without a token ' +
+        `skips both. The ratio of the two rows in one run is the price of the fence: fenced writes ran at ${fenceRatio(http)} ` +
+        `of the unfenced rate over HTTP, ${fenceRatio(local)} in process (where the extra call is a larger part of a cheaper write).`,
     ].join('\n');
   },
 };
