@@ -3,21 +3,26 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKey, createWorkspace } from '../support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster, type Mode } from '../support/cluster.js';
 import { hostileRequests, operationsOf, rawRequest, type HostileRequest } from '../support/hostile.js';
-import { login, request } from '../support/http.js';
+import { eventually, login, request } from '../support/http.js';
 
 /**
  * Every route of the served OpenAPI document × hostile values (numbers that are not finite, huge,
  * negative or fractional; long, empty, control-character, traversal and malformed-encoding strings
  * in paths and queries; wrong types, unknown fields, malformed, huge and deeply nested JSON in
  * bodies; huge headers), plus what the HTTP parser refuses: each answer is a 4xx (or a success)
- * in the documented envelope — never a 5xx, never a framework's own body.
+ * in the documented envelope — never a 5xx, never a framework's own body. Beyond the envelope the
+ * answers keep the document's word: every error status answered is one the operation documents,
+ * every `invalid-input` names its `field`, and a number outside its documented bounds (or not
+ * finite) is never accepted. In distributed mode a backend that cannot be reached answers 503
+ * with a request id the log has, naming the service and never its gRPC method.
  */
 
 /** The documented error codes (the served document's ErrorBody). */
 let CODES = new Set<string>();
 
 /** Why an answer is not acceptable, or undefined. */
-function wrong(res: { status: number; body: any; headers?: Headers }, path: string): string | undefined {
+function wrong(res: { status: number; body: any; headers?: Headers }, path: string, job?: { op: any; outOfBounds?: boolean }): string | undefined {
+  if (job?.outOfBounds && res.status < 400) return `accepted a number outside its documented bounds (${res.status})`;
   if (res.status >= 500) return `answered ${res.status}`;
   if (res.status < 400) return undefined;
   const body = typeof res.body === 'string' ? safeJson(res.body) : res.body;
@@ -26,6 +31,9 @@ function wrong(res: { status: number; body: any; headers?: Headers }, path: stri
     return `answered ${res.status} outside the envelope: ${JSON.stringify(body).slice(0, 160)}`;
   }
   if ('statusCode' in body) return `answered a framework body: ${JSON.stringify(body).slice(0, 160)}`;
+  // The document and the server do not drift: the status is one the operation documents.
+  if (job && !job.op.responses?.[String(res.status)]) return `answered ${res.status} ${body.error.code}, which the operation does not document`;
+  if (body.error.code === 'invalid-input' && (typeof body.error.field !== 'string' || body.error.field === '')) return `answered invalid-input without naming a field: ${body.error.message}`;
   return undefined;
 }
 
@@ -57,12 +65,12 @@ describe.each<Mode>(['all-in-one', 'distributed'])('fuzz (%s)', (mode) => {
   });
 
   it('fuzz: every route × hostile values answers 4xx in the envelope, never 5xx', async () => {
-    const jobs: Array<HostileRequest & { credential: 'cookie' | 'token' | 'none' }> = [];
+    const jobs: Array<HostileRequest & { credential: 'cookie' | 'token' | 'none'; op: any }> = [];
     for (const operation of operationsOf(doc)) {
       // Session routes get the session (no rate limit masks validation); token-only routes the token.
       const security = JSON.stringify(operation.op.security ?? []);
       const credential = operation.path === '/api/auth/logout' ? 'none' : security.includes('sessionCookie') ? 'cookie' : security.includes('bearerToken') ? 'token' : 'none';
-      for (const r of hostileRequests(operation, doc)) jobs.push({ ...r, credential });
+      for (const r of hostileRequests(operation, doc)) jobs.push({ ...r, credential, op: operation.op });
     }
     const failures: string[] = [];
     let sent = 0;
@@ -85,7 +93,7 @@ describe.each<Mode>(['all-in-one', 'distributed'])('fuzz (%s)', (mode) => {
             continue;
           }
           sent++;
-          const problem = wrong(res, job.path);
+          const problem = wrong(res, job.path, job);
           if (problem) failures.push(`${job.method} ${job.path.slice(0, 80)} (${job.what}): ${problem}`);
         }
       }),
@@ -93,6 +101,8 @@ describe.each<Mode>(['all-in-one', 'distributed'])('fuzz (%s)', (mode) => {
     console.log(`fuzz (${mode}): ${sent} requests over ${operationsOf(doc).length} operations in ${Date.now() - started} ms, ${failures.length} failures`);
     expect(failures.slice(0, 40)).toEqual([]);
     expect(sent).toBeGreaterThan(2_500);
+    // The bounds check had numbers to refuse (non-finite and over-maximum limits at least).
+    expect(jobs.filter((j) => j.outOfBounds).length).toBeGreaterThan(200);
   }, 600_000);
 
   it('fuzz: what the HTTP parser and router refuse answers in the envelope too', async () => {
@@ -115,4 +125,24 @@ describe.each<Mode>(['all-in-one', 'distributed'])('fuzz (%s)', (mode) => {
     }
     expect(failures).toEqual([]);
   });
+
+  it.runIf(mode === 'distributed')('fuzz: a backend that cannot be reached is 503 with a request id, naming the service and not its gRPC method', async () => {
+    const audit = cluster.process('audit');
+    await audit.stop();
+    try {
+      const res = await request(cluster.baseUrl, 'GET', '/api/admin/audit-events?limit=5', { cookie });
+      expect(res.status).toBe(503);
+      expect(res.body.error).toEqual({ code: 'unavailable', message: expect.stringContaining('audit service'), requestId: expect.stringMatching(/^req_[0-9a-f]{16}$/) });
+      // Never the internal method (`planning.audit.v1.AuditService/ListEvents`), an address or a stack.
+      expect(res.body.error.message).not.toMatch(/planning\.|\/[A-Z][A-Za-z]+\b|127\.0\.0\.1|:\d{2,5}\b| at /);
+      // The gateway's log line with the same id has the cause (the logger writes asynchronously).
+      await eventually(
+        async () => cluster.process('gateway').output.some((line) => line.includes(`"reqId":"${res.body.error.requestId}"`) && line.includes('"level":"error"')),
+        10_000,
+        'the error log line of the request',
+      );
+    } finally {
+      await audit.start();
+    }
+  }, 120_000);
 });

@@ -13,6 +13,11 @@ export interface HostileRequest {
   headers?: Record<string, string>;
   body?: string;
   what: string;
+  /**
+   * The request holds a number outside what the document allows for it (not finite, beyond its
+   * minimum or maximum, a fraction where an integer is due): it must never be accepted.
+   */
+  outOfBounds?: boolean;
 }
 
 export interface Operation {
@@ -34,6 +39,20 @@ export function operationsOf(doc: any): Operation[] {
 const NUMBERS = ['Infinity', '-Infinity', '1e309', '-1e309', 'NaN', '-1', '0', '99999999999999999999', '1.5', '0x1A', '1e2'];
 const STRINGS = ['', 'x'.repeat(5_000), '%00', '%E0%A4%A', '..%2F..%2Fetc%2Fpasswd', '%7B%22%24gt%22%3A%22%22%7D', '%3Cscript%3E', 'a%0D%0Ab'];
 const PATH_VALUES = ['%E0%A4%A', 'a'.repeat(300), '..%2F..', '%00', '%20', "x'%3B--", '%F0%9F%92%A9'.repeat(20)];
+
+/** Whether `value` (a query value as sent, or a JSON body value) is a number `schema` does not allow. */
+function outside(schema: any, doc: any, value: string, source: 'query' | 'body'): boolean {
+  const resolved = schema?.$ref ? resolveRef(doc, schema.$ref) : schema;
+  const type = typeOf(resolved, doc);
+  if (type !== 'integer' && type !== 'number') return false;
+  if (source === 'body' && !/^-?[0-9]/.test(value)) return false; // a wrong type, not a number
+  const n = source === 'query' ? (value.trim() === '' ? NaN : Number(value)) : (JSON.parse(value) as number);
+  if (!Number.isFinite(n)) return true;
+  if (type === 'integer' && !Number.isInteger(n)) return true;
+  const below = resolved?.minimum !== undefined && n < resolved.minimum;
+  const above = resolved?.maximum !== undefined && n > resolved.maximum;
+  return below || above;
+}
 
 /** The type a parameter's or property's schema names first (resolving one `$ref` level in the document). */
 function typeOf(schema: any, doc: any): string {
@@ -94,7 +113,9 @@ export function hostileRequests({ method, path, op }: Operation, doc: any): Host
   }
   const base = plainPath(path);
   for (const p of params.filter((p) => p.in === 'query')) {
-    for (const value of valuesFor(typeOf(p.schema, doc))) out.push(withBody({ method, path: `${base}?${p.name}=${value}`, what: `query ${p.name}=${value.slice(0, 20)}` }));
+    for (const value of valuesFor(typeOf(p.schema, doc))) {
+      out.push(withBody({ method, path: `${base}?${p.name}=${value}`, what: `query ${p.name}=${value.slice(0, 20)}`, outOfBounds: outside(p.schema, doc, value, 'query') }));
+    }
     out.push(withBody({ method, path: `${base}?${p.name}=1&${p.name}=2&${p.name}=${'y'.repeat(300)}`, what: `query ${p.name} repeated` }));
   }
   out.push(withBody({ method, path: `${base}?zz_unknown=1`, what: 'unknown query parameter' }));
@@ -111,7 +132,7 @@ export function hostileRequests({ method, path, op }: Operation, doc: any): Host
     out.push({ method, path: base, headers: json, body: '{"zz_unknown_field":1}', what: 'body unknown field' });
     for (const [name, property] of Object.entries<any>(schema?.properties ?? {})) {
       for (const value of bodyValuesFor(typeOf(property, doc))) {
-        out.push({ method, path: base, headers: json, body: `{"${name}":${value}}`, what: `body ${name}=${value.slice(0, 20)}` });
+        out.push({ method, path: base, headers: json, body: `{"${name}":${value}}`, what: `body ${name}=${value.slice(0, 20)}`, outOfBounds: outside(property, doc, value, 'body') });
       }
     }
   }
