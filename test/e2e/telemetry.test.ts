@@ -234,6 +234,17 @@ describe.each<Mode>(['all-in-one', 'distributed'])('telemetry (%s)', (mode) => {
         body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'service.list_ready_work', arguments: {} } },
       });
       expect(mcp.status, JSON.stringify(mcp.body)).toBe(200);
+      // The call's span follows the MCP semantic conventions: SERVER, named `{method} {tool}`, with
+      // the method, the tool and the JSON-RPC id, inside the HTTP request's span.
+      const toolSpan = await eventually(
+        async () => receiver.spans.find((s) => s.service === 'planning-gateway' && s.name === 'tools/call list_ready_work'),
+        30_000,
+        'the MCP tools/call span',
+      );
+      expect(toolSpan.kind).toBe(SPAN_KIND.server);
+      expect(toolSpan.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'list_ready_work', 'gen_ai.operation.name': 'execute_tool', 'jsonrpc.request.id': '1' });
+      expect(toolSpan.attributes['error.type']).toBeUndefined();
+      expect(inTrace(toolSpan.traceId).find((s) => s.spanId === toolSpan.parentSpanId)?.name).toBe('POST /api/mcp');
       const schema = await request(cluster.baseUrl, 'GET', '/api/imports/schema', { cookie });
       const preview = await request(cluster.baseUrl, 'POST', '/api/imports/preview', {
         cookie,
@@ -294,6 +305,15 @@ describe.each<Mode>(['all-in-one', 'distributed'])('telemetry (%s)', (mode) => {
         expected.filter(([name, service, attributes]) => !(sum(latest(name, service, attributes)) > 0)).map(([n, s, a]) => `${s} ${n} ${JSON.stringify(a)}`),
       );
       expect(missing).toEqual([]);
+      // The sweep that ended the expired claim kept its trace (idle sweeps keep none, above): a
+      // root span of its own, with the calls it made to end the claim inside it.
+      const sweep = await eventually(
+        async () => receiver.spans.find((s) => s.service === 'planning-agents-claims' && s.name === 'claims.sweep'),
+        30_000,
+        'the trace of the sweep that ended the claim',
+      );
+      expect(sweep.parentSpanId).toBeUndefined();
+      expect(inTrace(sweep.traceId).filter((s) => s.parentSpanId === sweep.spanId).length).toBeGreaterThan(0);
       // Active claims rose while the claim was held (it ended since).
       expect(Math.max(...receiver.points.filter((p) => p.name === 'planning.claims.active' && p.service === 'planning-agents-claims').map((p) => p.value ?? 0))).toBeGreaterThan(0);
       // Gauges that are zero when all is well are reported all the same.
