@@ -4,6 +4,10 @@
 //   - every container has resource requests and a memory limit, a non-root security context
 //     (runAsNonRoot, a non-zero uid, no privilege escalation, a read-only root filesystem, all
 //     capabilities dropped), and, for long-running workloads, startup, liveness and readiness probes;
+//   - a workload that runs more than one replica (its own count, or its autoscaler's minimum) is
+//     selected by a PodDisruptionBudget and spreads its replicas (topology spread or pod
+//     anti-affinity); every HorizontalPodAutoscaler targets a workload of the render and says how
+//     fast it scales (spec.behavior, with a scale-down stabilization window);
 //   - no Service that carries traffic exposes the metrics port, and every workload has a metrics Service;
 //   - with the production example, every image is pinned by digest;
 //   - values.schema.json describes every value in values.yaml and the example values files.
@@ -97,6 +101,29 @@ export function checkManifests(objects, options = {}) {
         problems.push(`${where}: image ${container.image} is not pinned by digest`);
       }
     }
+  }
+
+  // Several replicas: a disruption budget keeps some up through node drains, and the scheduler is
+  // told to keep them apart. Autoscalers say how fast they move, so a burst does not make them flap.
+  const budgets = objects.filter((o) => o.kind === 'PodDisruptionBudget');
+  const autoscalers = objects.filter((o) => o.kind === 'HorizontalPodAutoscaler');
+  for (const hpa of autoscalers) {
+    const target = hpa.spec?.scaleTargetRef ?? {};
+    if (!workloads.some((w) => w.kind === target.kind && w.metadata?.name === target.name)) {
+      problems.push(`${name(hpa)}: targets ${target.kind}/${target.name}, which the render does not have`);
+    }
+    if (hpa.spec?.behavior?.scaleDown?.stabilizationWindowSeconds === undefined) problems.push(`${name(hpa)}: no behavior with a scale-down stabilization window`);
+  }
+  for (const workload of workloads.filter((w) => !isHook(w))) {
+    const hpa = autoscalers.find((h) => h.spec?.scaleTargetRef?.kind === workload.kind && h.spec?.scaleTargetRef?.name === workload.metadata?.name);
+    const replicas = hpa ? (hpa.spec?.minReplicas ?? 1) : (workload.spec?.replicas ?? 1);
+    if (replicas <= 1) continue;
+    const template = podTemplate(workload);
+    const labels = template?.metadata?.labels ?? {};
+    if (!budgets.some((b) => matchesSelector(b.spec?.selector, labels))) problems.push(`${name(workload)}: ${replicas} replicas and no PodDisruptionBudget selects them`);
+    const spec = template?.spec ?? {};
+    const spread = (spec.topologySpreadConstraints ?? []).length > 0 || spec.affinity?.podAntiAffinity !== undefined;
+    if (!spread) problems.push(`${name(workload)}: ${replicas} replicas with neither topology spread nor pod anti-affinity`);
   }
 
   // Metrics stay off the Services that carry traffic; each workload has a metrics Service.

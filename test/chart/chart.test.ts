@@ -93,6 +93,28 @@ describe('chart checks (scripts/check-chart.mjs)', () => {
     }
   });
 
+  it('chart: several replicas without a disruption budget or a spread, and an autoscaler without a behavior, are reported', () => {
+    const objects = goodObjects();
+    objects[0]!.spec.replicas = 3;
+    expect(check(objects)).toEqual([
+      'Deployment/issues: 3 replicas and no PodDisruptionBudget selects them',
+      'Deployment/issues: 3 replicas with neither topology spread nor pod anti-affinity',
+    ]);
+    objects.push({ kind: 'PodDisruptionBudget', metadata: { name: 'issues' }, spec: { maxUnavailable: 1, selector: { matchLabels: { component: 'issues' } } } });
+    objects[0]!.spec.template.spec.topologySpreadConstraints = [{ maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway' }];
+    expect(check(objects)).toEqual([]);
+    // An autoscaler's minimum counts, not the Deployment's (absent) replicas.
+    delete objects[0]!.spec.replicas;
+    delete objects[0]!.spec.template.spec.topologySpreadConstraints;
+    objects.push({ kind: 'HorizontalPodAutoscaler', metadata: { name: 'issues' }, spec: { scaleTargetRef: { kind: 'Deployment', name: 'issues' }, minReplicas: 2 } });
+    objects.push({ kind: 'HorizontalPodAutoscaler', metadata: { name: 'gone' }, spec: { scaleTargetRef: { kind: 'Deployment', name: 'gone' }, behavior: { scaleDown: { stabilizationWindowSeconds: 300 } } } });
+    expect(check(objects)).toEqual([
+      'HorizontalPodAutoscaler/issues: no behavior with a scale-down stabilization window',
+      'HorizontalPodAutoscaler/gone: targets Deployment/gone, which the render does not have',
+      'Deployment/issues: 2 replicas with neither topology spread nor pod anti-affinity',
+    ]);
+  });
+
   it('chart: a Service carrying traffic that also exposes the metrics port is reported', () => {
     const objects = goodObjects();
     objects[2]!.spec.ports.push({ name: 'metrics', port: 9464 });
