@@ -45,4 +45,12 @@ describe('container image', () => {
     expect(dockerfile).not.toMatch(/(?<![p\w])npm (install|i|ci) (?!-g)/);
     expect(dockerfile).toMatch(/deploy --prod --frozen-lockfile/);
   });
+
+  it('image: the entry point runs the bundle without source maps (NODE_OPTIONS turns them on), and the maps ship', () => {
+    const entrypoint = /^ENTRYPOINT (.+)$/m.exec(dockerfile)?.[1];
+    expect(JSON.parse(entrypoint ?? 'null')).toEqual(['node', '/app/main.mjs']);
+    expect(dockerfile).not.toMatch(/--enable-source-maps"/);
+    // dist/ (maps included) is what the runtime stage copies.
+    expect(dockerfile).toMatch(/^COPY --from=build \/src\/dist\/ \.\/$/m);
+  });
 });
