@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bannerLines, consoleLogLevel, explainStartFailure, localUrl, printBanner, type BannerFacts } from './first-run.js';
+import { bannerLines, consoleLogLevel, explainStartFailure, localUrl, printBanner, REPEATED_SIGNAL_MS, stopSignals, type BannerFacts } from './first-run.js';
 
 const facts = (over: Partial<BannerFacts> = {}): BannerFacts => ({
   config: { target: 'all', HOST: '0.0.0.0', PORT: 8080, dataDir: ':memory:', MONGODB_URI: undefined, LOG_LEVEL: 'info' },
@@ -34,6 +34,17 @@ describe('first run', () => {
     expect(consoleLogLevel('info', {}, { isTTY: true, write: () => true })).toBe('warn');
     expect(consoleLogLevel('info', { LOG_LEVEL: 'info' }, { isTTY: true, write: () => true })).toBe('info');
     expect(consoleLogLevel('info', {}, { isTTY: false, write: () => true })).toBe('info');
+  });
+
+  it('first run: the same Ctrl-C twice (terminal and package manager) stops once; a later or another signal exits at once', () => {
+    let now = 1_000;
+    const decide = stopSignals(() => now);
+    expect(decide('SIGINT')).toBe('stop');
+    now += 5;
+    expect(decide('SIGINT')).toBe('ignore');
+    expect(decide('SIGTERM')).toBe('exit-now');
+    now += REPEATED_SIGNAL_MS;
+    expect(decide('SIGINT')).toBe('exit-now');
   });
 
   it('first run: a port in use names the variable that sets it', () => {

@@ -104,3 +104,27 @@ export function explainStartFailure(err: unknown, config: Partial<Record<string,
   }
   return `Cannot start: port ${Number.isNaN(port) ? '(unknown)' : port} is already in use by another process. Stop it, or choose another port.`;
 }
+
+/**
+ * How long a repeat of the first stop signal counts as the same one. Ctrl-C in a terminal
+ * signals the whole foreground process group, and a package manager that started the service
+ * (`pnpm start`, `npm start`) forwards the signal to it once more, a few milliseconds later: that
+ * repeat is the same Ctrl-C, not an operator insisting. A second Ctrl-C pressed on purpose comes
+ * later than this.
+ */
+export const REPEATED_SIGNAL_MS = 1_000;
+
+/**
+ * What to do with a stop signal: `stop` the first, `ignore` a repeat of it within
+ * REPEATED_SIGNAL_MS, `exit-now` for any other (a second Ctrl-C, or SIGTERM after SIGINT).
+ */
+export function stopSignals(now: () => number = Date.now): (signal: string) => 'stop' | 'ignore' | 'exit-now' {
+  let first: { signal: string; at: number } | undefined;
+  return (signal) => {
+    if (first === undefined) {
+      first = { signal, at: now() };
+      return 'stop';
+    }
+    return signal === first.signal && now() - first.at < REPEATED_SIGNAL_MS ? 'ignore' : 'exit-now';
+  };
+}

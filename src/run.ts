@@ -11,7 +11,7 @@ import {
   type RuntimeLogger,
 } from '@planning/runtime';
 import { createLogger, type Telemetry } from '@planning/telemetry';
-import { bannerFactsOf, consoleLogLevel, explainStartFailure, printBanner } from './first-run.js';
+import { bannerFactsOf, consoleLogLevel, explainStartFailure, printBanner, stopSignals } from './first-run.js';
 import { MODULES, mainThreadPlan, modulesFor } from './modules.js';
 
 export interface RunOptions {
@@ -81,13 +81,17 @@ export async function run(options: RunOptions): Promise<void> {
     logger: logger as unknown as RuntimeLogger,
   });
 
-  let exiting = false;
+  const decide = stopSignals();
   const shutdown = (signal: string): void => {
-    if (exiting) {
+    const decision = decide(signal);
+    if (decision === 'ignore') {
+      logger.debug({ signal }, 'the same signal again (a terminal and a package manager both sent it): already stopping');
+      return;
+    }
+    if (decision === 'exit-now') {
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
-    exiting = true;
     logger.info({ signal, delayMs: config.shutdownDelayMs }, 'shutting down');
     void runtime
       .shutdown(config.shutdownDelayMs)
