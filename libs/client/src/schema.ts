@@ -4170,6 +4170,20 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "workspaceId": "ws_01J0EXAMPLE",
+                 *       "agentId": "builder-1",
+                 *       "planId": "pro",
+                 *       "scopes": [
+                 *         "issues:read",
+                 *         "issues:write",
+                 *         "agents:read",
+                 *         "agents:execute"
+                 *       ],
+                 *       "label": "CI builder"
+                 *     }
+                 */
                 "application/json": {
                     /** @description Defaults to the agent id. */
                     label?: string;
@@ -4600,6 +4614,14 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "workspaceId": "ws_01J0EXAMPLE",
+                 *       "name": "Checkout rewrite",
+                 *       "goal": "Ship the new checkout by June",
+                 *       "status": "active"
+                 *     }
+                 */
                 "application/json": {
                     workspaceId: string;
                     name: string;
@@ -4720,6 +4742,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "projectId": "prj_01J0EXAMPLE",
+                 *       "status": "paused",
+                 *       "doneRequires": "evidence"
+                 *     }
+                 */
                 "application/json": {
                     projectId: string;
                     /** @enum {string} */
@@ -5064,6 +5093,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "projectId": "prj_01J0EXAMPLE",
+                 *       "name": "Beta",
+                 *       "targetDate": "2027-03-31"
+                 *     }
+                 */
                 "application/json": {
                     projectId: string;
                     name: string;
@@ -5287,6 +5323,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "workspaceId": "ws_01J0EXAMPLE",
+                 *       "name": "Platform",
+                 *       "description": "Core services and their tooling"
+                 *     }
+                 */
                 "application/json": {
                     workspaceId: string;
                     name: string;
@@ -5511,6 +5554,21 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "programId": "prg_01J0EXAMPLE",
+                 *       "name": "Public launch",
+                 *       "goal": "Launch with proof",
+                 *       "targetDate": "2027-06-30",
+                 *       "contextPack": [
+                 *         {
+                 *           "kind": "doc",
+                 *           "title": "Launch checklist",
+                 *           "path": "docs/launch.md"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": {
                     programId: string;
                     /** @description Optional: the program's workspace (400 if it is another). */
@@ -6965,6 +7023,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "status": "in-review",
+                 *       "priority": "high",
+                 *       "version": 3
+                 *     }
+                 */
                 "application/json": {
                     title?: string;
                     description?: string | null;
@@ -7234,6 +7299,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "body": "The envelope parser now rejects unknown schema versions.",
+                 *       "fencingToken": 2
+                 *     }
+                 */
                 "application/json": {
                     body: string;
                     /**
@@ -7464,6 +7535,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "minutes": 45,
+                 *       "note": "Paired on the parser",
+                 *       "fencingToken": 2
+                 *     }
+                 */
                 "application/json": {
                     /** Format: int32 */
                     minutes: number;
@@ -7699,6 +7777,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "kind": "test-result",
+                 *       "title": "pnpm test: 412 passed",
+                 *       "url": "https://ci.example.com/runs/1234",
+                 *       "checkId": "chk_01J0EXAMPLE",
+                 *       "fencingToken": 2
+                 *     }
+                 */
                 "application/json": {
                     /** @enum {string} */
                     kind: "link" | "log" | "test-result" | "artifact" | "note";
@@ -8751,6 +8838,11 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "fencingToken": 2
+                 *     }
+                 */
                 "application/json": {
                     /**
                      * Format: int32
@@ -8890,6 +8982,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "message": "Parser done; writing the tests next",
+                 *       "fencingToken": 2
+                 *     }
+                 */
                 "application/json": {
                     message: string;
                     /**
@@ -9035,6 +9133,11 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "fencingToken": 2
+                 *     }
+                 */
                 "application/json": {
                     /**
                      * Format: int32

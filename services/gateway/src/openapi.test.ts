@@ -144,6 +144,34 @@ describe('openapi', () => {
     expect(repeated).toEqual([]);
   });
 
+  it('openapi: the main flows show a request example (Spectral checks each against its schema in CI)', () => {
+    const MAIN_FLOWS = [
+      'login',
+      'createWorkspace',
+      'createApiKey',
+      'createProject',
+      'updateProject',
+      'createMilestone',
+      'createProgram',
+      'createInitiative',
+      'createIssue',
+      'updateIssue',
+      'addComment',
+      'logTime',
+      'addEvidence',
+      'claimWork',
+      'renewClaim',
+      'postClaimStatus',
+      'releaseClaim',
+    ];
+    const withExample = new Set<string>();
+    for (const { op } of operations()) {
+      const media = op.requestBody?.content?.['application/json'];
+      if (media && (media.example !== undefined || media.examples !== undefined || media.schema?.examples !== undefined)) withExample.add(op.operationId);
+    }
+    expect(MAIN_FLOWS.filter((id) => !withExample.has(id))).toEqual([]);
+  });
+
   it('openapi: every reference resolves', () => {
     const broken: string[] = [];
     walk(doc, (value, path) => {

@@ -236,7 +236,7 @@ function policyJson(p: MessageShape<typeof ClaimPolicySchema> | undefined) {
 const issueParams = { type: 'object', required: ['issueId'], properties: { issueId: idSchema } } as const;
 const fencingToken = { type: 'integer', minimum: 1, maximum: 2147483647, description: "The claim's fencing token: when sent, it must be the current one (409 stale-claim otherwise)." } as const;
 /** Heartbeat and release take an optional body. */
-const tokenBody = { type: ['object', 'null'], additionalProperties: false, properties: { fencingToken } } as const;
+const tokenBody = { type: ['object', 'null'], additionalProperties: false, properties: { fencingToken }, examples: [{ fencingToken: 2 }] } as const;
 
 /** The `idempotency-key` header, if sent once. */
 function idempotencyKeyOf(request: FastifyRequest): string | undefined {
@@ -369,6 +369,7 @@ export async function agentRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
         body: {
           type: 'object',
           required: ['message'],
+          examples: [{ message: 'Parser done; writing the tests next', fencingToken: 2 }],
           additionalProperties: false,
           properties: { message: { type: 'string', minLength: 1, maxLength: 10000 }, fencingToken },
         },

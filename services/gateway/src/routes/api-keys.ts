@@ -11,6 +11,7 @@ import { decodeCursor, encodeCursor, pageLimit } from './paging.js';
 const createBody = {
   type: 'object',
   required: ['workspaceId', 'agentId', 'planId', 'scopes'],
+  examples: [{ workspaceId: 'ws_01J0EXAMPLE', agentId: 'builder-1', planId: 'pro', scopes: ['issues:read', 'issues:write', 'agents:read', 'agents:execute'], label: 'CI builder' }],
   additionalProperties: false,
   properties: {
     label: { type: 'string', minLength: 1, maxLength: 200, description: 'Defaults to the agent id.' },

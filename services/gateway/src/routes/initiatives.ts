@@ -59,6 +59,15 @@ export async function initiativeRoutes(app: FastifyInstance, deps: GatewayDeps):
         body: {
           type: 'object',
           required: ['programId', 'name'],
+          examples: [
+            {
+              programId: 'prg_01J0EXAMPLE',
+              name: 'Public launch',
+              goal: 'Launch with proof',
+              targetDate: '2027-06-30',
+              contextPack: [{ kind: 'doc', title: 'Launch checklist', path: 'docs/launch.md' }],
+            },
+          ],
           additionalProperties: false,
           properties: {
             programId: idSchema,

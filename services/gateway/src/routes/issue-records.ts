@@ -55,6 +55,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
         body: {
           type: 'object',
           required: ['body'],
+          examples: [{ body: 'The envelope parser now rejects unknown schema versions.', fencingToken: 2 }],
           additionalProperties: false,
           properties: { body: { type: 'string', minLength: 1, maxLength: 10000 }, fencingToken: fencingTokenSchema },
         },
@@ -92,6 +93,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
         body: {
           type: 'object',
           required: ['minutes'],
+          examples: [{ minutes: 45, note: 'Paired on the parser', fencingToken: 2 }],
           additionalProperties: false,
           properties: {
             minutes: { type: 'integer', minimum: 1, maximum: 1440 },
@@ -152,6 +154,7 @@ export async function issueRecordRoutes(app: FastifyInstance, deps: GatewayDeps)
         body: {
           type: 'object',
           required: ['kind', 'title'],
+          examples: [{ kind: 'test-result', title: 'pnpm test: 412 passed', url: 'https://ci.example.com/runs/1234', checkId: 'chk_01J0EXAMPLE', fencingToken: 2 }],
           additionalProperties: false,
           properties: {
             kind: { type: 'string', enum: ['link', 'log', 'test-result', 'artifact', 'note'] },

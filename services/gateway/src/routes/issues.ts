@@ -112,6 +112,7 @@ const patchBody = {
   type: 'object',
   additionalProperties: false,
   minProperties: 1,
+  examples: [{ status: 'in-review', priority: 'high', version: 3 }],
   properties: {
     ...issuePatchProperties,
     version: { type: 'integer', minimum: 1, maximum: 2147483647, description: 'Apply only if the issue is still at this version.' },

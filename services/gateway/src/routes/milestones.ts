@@ -46,6 +46,7 @@ export async function milestoneRoutes(app: FastifyInstance, deps: GatewayDeps): 
         body: {
           type: 'object',
           required: ['projectId', 'name'],
+          examples: [{ projectId: 'prj_01J0EXAMPLE', name: 'Beta', targetDate: '2027-03-31' }],
           additionalProperties: false,
           properties: {
             projectId: idSchema,

@@ -40,6 +40,7 @@ export async function programRoutes(app: FastifyInstance, deps: GatewayDeps): Pr
         body: {
           type: 'object',
           required: ['workspaceId', 'name'],
+          examples: [{ workspaceId: 'ws_01J0EXAMPLE', name: 'Platform', description: 'Core services and their tooling' }],
           additionalProperties: false,
           properties: {
             workspaceId: idSchema,

@@ -24,6 +24,7 @@ const listQuery = {
 const createBody = {
   type: 'object',
   required: ['workspaceId', 'name'],
+  examples: [{ workspaceId: 'ws_01J0EXAMPLE', name: 'Checkout rewrite', goal: 'Ship the new checkout by June', status: 'active' }],
   additionalProperties: false,
   properties: {
     workspaceId: idSchema,
@@ -38,6 +39,7 @@ const createBody = {
 const patchBody = {
   type: 'object',
   required: ['projectId'],
+  examples: [{ projectId: 'prj_01J0EXAMPLE', status: 'paused', doneRequires: 'evidence' }],
   additionalProperties: false,
   properties: {
     projectId: idSchema,
