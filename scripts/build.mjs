@@ -21,7 +21,7 @@ const rootPkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 // Kept out of the bundle and installed at these versions.
 // @fastify/swagger-ui serves its static files from its own folder; better-sqlite3 is a native
 // addon (the image's build stage compiles it).
-export const RUNTIME_PACKAGES = ['better-sqlite3', '@node-rs/argon2', 'grpc-health-check', '@grpc/reflection', '@grpc/grpc-js', '@fastify/swagger-ui'];
+export const RUNTIME_PACKAGES = ['better-sqlite3', 'better-sqlite3-node22', '@node-rs/argon2', 'grpc-health-check', '@grpc/reflection', '@grpc/grpc-js', '@fastify/swagger-ui'];
 // Optional peers the MongoDB driver requires lazily inside try/catch; absent unless a user adds them.
 const OPTIONAL_MISSING = [
   'kerberos',
@@ -37,7 +37,9 @@ const OPTIONAL_MISSING = [
 const require = createRequire(join(root, 'package.json'));
 const versionOf = (name) => {
   const pkgPath = require.resolve(`${name}/package.json`, { paths: [root] });
-  return JSON.parse(readFileSync(pkgPath, 'utf8')).version;
+  const pkg = JSON.parse(readFileSync(pkgPath, 'utf8'));
+  // An npm alias (`better-sqlite3-node22` is better-sqlite3 13) is written as one.
+  return pkg.name === name ? pkg.version : `npm:${pkg.name}@${pkg.version}`;
 };
 
 /** The newest modification time under `dir` (skipping node_modules), in ms. */

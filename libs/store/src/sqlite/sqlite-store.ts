@@ -14,7 +14,8 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
+import Database from './driver.js';
 import { encodeJson, decodeJson } from '../document/codec.js';
 import { compileFilter, type Matcher } from '../document/filter.js';
 import { ID_INDEX, normalizeIndexSpec, sameIndexSpec, toIndexSpec, type NormalizedIndexSpec } from '../document/index-spec.js';
@@ -48,7 +49,7 @@ import { compileSort, keyed, topK, type Keyed, type SortKey } from './sort.js';
 import { addressable, jsonPathSql } from './sql-filter.js';
 
 type Doc = Record<string, unknown>;
-type Statement = Database.Statement;
+type Statement = BetterSqlite3.Statement;
 
 export const MEMORY = ':memory:';
 
@@ -299,7 +300,7 @@ function textOf(t: TextState, doc: Doc | null): string | undefined {
 
 class SqliteStore implements SqliteDocumentStore {
   readonly kind = 'sqlite' as const;
-  readonly db: Database.Database;
+  readonly db: BetterSqlite3.Database;
   private readonly statements = new Map<string, Statement>();
   private readonly collections = new Map<string, CollState>();
   private readonly handles = new Map<string, SqliteCollectionImpl<StoredDocument>>();
