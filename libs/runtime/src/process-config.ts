@@ -118,22 +118,9 @@ export const SERVICE_PEERS: Readonly<Record<ServiceName, readonly ServiceName[]>
   audit: ['issues'],
 };
 
-/**
- * Whether the embedded store may run in a worker thread on this Node. better-sqlite3 12 (the last
- * line that runs on Node 20) aborts the whole process when a statement is garbage-collected in a
- * worker thread on Node 22 and later ("Assertion failed: (env) != nullptr", upstream
- * WiseLibs/better-sqlite3 #1515; fixed in 13, which needs Node 22). Until Node 20 support ends,
- * all-in-one keeps its services in the main thread there whenever they use the embedded store.
- */
-export const EMBEDDED_STORE_IN_WORKER = Number(process.versions.node.split('.')[0]) < 22;
-
 /** Does this all-in-one process run its services in a worker thread (see SERVICES_THREAD)? */
-export function usesServicesThread(
-  config: Pick<ProcessConfig, 'target' | 'SERVICES_THREAD' | 'MONGODB_URI'>,
-  embeddedInWorker = EMBEDDED_STORE_IN_WORKER,
-): boolean {
+export function usesServicesThread(config: Pick<ProcessConfig, 'target' | 'SERVICES_THREAD'>): boolean {
   if (config.target !== 'all' || config.SERVICES_THREAD === 'off') return false;
-  if (!config.MONGODB_URI && !embeddedInWorker) return false;
   return config.SERVICES_THREAD === 'on' || availableParallelism() >= 2;
 }
 
@@ -206,15 +193,6 @@ export function loadProcessConfig(source: NodeJS.ProcessEnv, targetOverride?: st
     problems.push({
       variable: 'METRICS_PORT',
       message: `must differ from PORT and GRPC_PORT (${values.METRICS_PORT} is taken): metrics stay off the ports that carry traffic`,
-    });
-  }
-
-  if (target === 'all' && values.SERVICES_THREAD === 'on' && !values.MONGODB_URI && !EMBEDDED_STORE_IN_WORKER) {
-    problems.push({
-      variable: 'SERVICES_THREAD',
-      message:
-        `cannot be 'on' with the embedded store on Node ${process.versions.node}: its SQLite driver aborts in worker threads ` +
-        "on Node 22 and later. Use 'auto' or 'off' (the services run in the main thread), or MONGODB_URI",
     });
   }
 

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createHttpApp } from './http.js';
-import { defaultDataDir, EMBEDDED_STORE_IN_WORKER, loadProcessConfig, usesServicesThread, type ProcessConfig } from './process-config.js';
+import { defaultDataDir, loadProcessConfig, type ProcessConfig } from './process-config.js';
 import { resolveModules, type ModuleDefinition, type RuntimeLogger } from './registry.js';
 import { createRuntime, loadModuleSettings } from './runtime.js';
 import { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
@@ -321,27 +321,6 @@ describe('configuration: trusted proxies', () => {
       const res = await app.inject({ method: 'GET', url: '/ip', headers: { 'x-forwarded-for': '203.0.113.7' } });
       expect(res.json().ip).toBe(expected);
       await app.close();
-    }
-  });
-});
-
-describe('process config: the services thread and the embedded store', () => {
-  const all = { target: 'all' as const, MONGODB_URI: undefined };
-  it('config: where the SQLite driver cannot run in a worker, the embedded services stay in the main thread', () => {
-    expect(usesServicesThread({ ...all, SERVICES_THREAD: 'on' }, false)).toBe(false);
-    expect(usesServicesThread({ ...all, SERVICES_THREAD: 'auto' }, false)).toBe(false);
-    expect(usesServicesThread({ ...all, SERVICES_THREAD: 'on', MONGODB_URI: 'mongodb://db/?replicaSet=rs0' }, false)).toBe(true);
-    expect(usesServicesThread({ ...all, SERVICES_THREAD: 'on' }, true)).toBe(true);
-    expect(usesServicesThread({ ...all, SERVICES_THREAD: 'off' }, true)).toBe(false);
-    expect(usesServicesThread({ target: 'issues', SERVICES_THREAD: 'on', MONGODB_URI: undefined }, true)).toBe(false);
-  });
-
-  it('config: SERVICES_THREAD=on with the embedded store is refused exactly where the driver cannot run in a worker', () => {
-    const result = loadProcessConfig({ SERVICES_THREAD: 'on', DATA_DIR: ':memory:' });
-    if (EMBEDDED_STORE_IN_WORKER) expect(result.ok).toBe(true);
-    else {
-      expect(result.ok).toBe(false);
-      if (!result.ok) expect(result.problems.map((p) => p.variable)).toContain('SERVICES_THREAD');
     }
   });
 });
