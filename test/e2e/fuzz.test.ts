@@ -12,7 +12,7 @@ import { eventually, login, request } from '../support/http.js';
  * bodies; huge headers), plus what the HTTP parser refuses: each answer is a 4xx (or a success)
  * in the documented envelope — never a 5xx, never a framework's own body. Beyond the envelope the
  * answers keep the document's word: every error status answered is one the operation documents,
- * every `invalid-input` names its `field`, and a number outside its documented bounds (or not
+ * with a code the document lists for that status, every `invalid-input` names its `field`, and a number outside its documented bounds (or not
  * finite) is never accepted. In distributed mode a backend that cannot be reached answers 503
  * with a request id the log has, naming the service and never its gRPC method.
  */
@@ -33,8 +33,23 @@ function wrong(res: { status: number; body: any; headers?: Headers }, path: stri
   if ('statusCode' in body) return `answered a framework body: ${JSON.stringify(body).slice(0, 160)}`;
   // The document and the server do not drift: the status is one the operation documents.
   if (job && !job.op.responses?.[String(res.status)]) return `answered ${res.status} ${body.error.code}, which the operation does not document`;
+  if (job && !documentedCodes(job.op, res.status).includes(body.error.code)) {
+    return `answered ${res.status} ${body.error.code}; the operation documents ${documentedCodes(job.op, res.status).join(', ')} for it`;
+  }
   if (body.error.code === 'invalid-input' && (typeof body.error.field !== 'string' || body.error.field === '')) return `answered invalid-input without naming a field: ${body.error.message}`;
   return undefined;
+}
+
+/** The error codes an operation documents for `status` (its response names one per-code schema, `InvalidInputError`, or `oneOf` them). */
+function documentedCodes(op: any, status: number): string[] {
+  const schema = op.responses?.[String(status)]?.content?.['application/json']?.schema;
+  const refs: string[] = schema?.$ref ? [schema.$ref] : (schema?.oneOf ?? []).map((s: { $ref?: string }) => s.$ref ?? '');
+  return refs.map((ref) =>
+    ref
+      .replace(/^#\/components\/schemas\//, '')
+      .replace(/Error$/, '')
+      .replace(/[A-Z]/g, (c, i: number) => `${i === 0 ? '' : '-'}${c.toLowerCase()}`),
+  );
 }
 
 function safeJson(text: string): unknown {
