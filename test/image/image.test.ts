@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+// @ts-expect-error plain ESM script without type declarations
+import { DEPLOY_ARGS } from '../../scripts/check-image-runtime.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const checkScript = join(root, 'scripts/check-image-deps.mjs');
@@ -44,6 +46,12 @@ describe('container image', () => {
     // Installed from the lockfile, never resolved afresh at build time.
     expect(dockerfile).not.toMatch(/(?<![p\w])npm (install|i|ci) (?!-g)/);
     expect(dockerfile).toMatch(/deploy --prod --frozen-lockfile/);
+  });
+
+  it('image: the runtime check (scripts/check-image-runtime.mjs, CI) deploys as the build stage does', () => {
+    const run = /^RUN node scripts\/check-image-deps\.mjs[^\n]*\n((?: [^\n]*\\\n)*[^\n]*)/m.exec(dockerfile)?.[0] ?? '';
+    const command = run.replace(/\\\n\s*/g, ' ').replace(/\s+/g, ' ');
+    expect(command).toContain(`pnpm ${(DEPLOY_ARGS as string[]).join(' ')} /deploy`);
   });
 
   it('image: the entry point runs the bundle without source maps (NODE_OPTIONS turns them on), and the maps ship', () => {
