@@ -224,6 +224,23 @@ describe('helm test (charts/planning/files/helm-test.mjs)', () => {
     await cluster?.stop();
   });
 
+  it('chart: `helm test` is a test hook running this script against the Service that takes traffic, in both modes', () => {
+    for (const args of [[], ['--set', 'allInOne.enabled=true']]) {
+      const objects = render(args);
+      const pod = objects.find((o) => o.kind === 'Pod' && o.metadata.annotations?.['helm.sh/hook'] === 'test')!;
+      expect(pod, `a test hook Pod (${args.join(' ') || 'default values'})`).toBeDefined();
+      const container = pod.spec.containers[0];
+      expect([...container.command, ...container.args]).toEqual(['node', '--input-type=module', '-e', script]);
+      const env = Object.fromEntries((container.env as Obj[]).map((e) => [e.name, e]));
+      const url = new URL(env.GATEWAY_URL.value as string);
+      const service = objects.find((o) => o.kind === 'Service' && o.metadata.name === url.hostname)!;
+      expect(service, `${url.hostname} is a Service of the release`).toBeDefined();
+      expect((service.spec.ports as Obj[]).find((p) => p.port === Number(url.port))?.name).toBe('http');
+      const secret = env.TEST_PASSWORD.valueFrom.secretKeyRef;
+      expect(objects.find((o) => o.kind === 'Secret' && o.metadata.name === secret.name)?.stringData?.[secret.key] ?? objects.find((o) => o.kind === 'Secret' && o.metadata.name === secret.name)?.data?.[secret.key]).toBeDefined();
+    }
+  }, 60_000);
+
   it('chart: the test pod passes against a ready gateway with the admin credentials', () => {
     const result = runTest({ GATEWAY_URL: cluster.baseUrl, TEST_EMAIL: ADMIN_EMAIL, TEST_PASSWORD: cluster.adminPassword });
     expect(result.stderr).toBe('');
