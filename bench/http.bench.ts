@@ -225,7 +225,9 @@ async function setStatus(base: string, token: string, id: string, status: string
 }
 
 /** 50 agents, each at `AGENT_RATE` requests per second on a fixed schedule: latency counts from the scheduled time. */
-async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; failures: number; requests: number }> {
+const LOOP_STEPS = ['ready work', 'claim', 'status post', 'evidence', 'move to in-review'] as const;
+
+async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; failures: number; requests: number; service: number[][] }> {
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS * 2 });
   const url = new URL(base);
   const send = (method: string, path: string, token: string, body?: unknown): Promise<{ status: number; json: unknown }> =>
@@ -252,6 +254,8 @@ async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; 
       req.end(payload);
     });
   const samples: number[] = [];
+  // Each step's own answer time (from its send, not its schedule): where a backlog comes from.
+  const service: number[][] = LOOP_STEPS.map(() => []);
   let failures = 0;
   const started = performance.now();
   const interval = 1000 / AGENT_RATE;
@@ -267,6 +271,7 @@ async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; 
         const wait = due - performance.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         let res: { status: number; json: unknown };
+        const sent = performance.now();
         switch (step) {
           case 0:
             task = tasks.shift();
@@ -286,6 +291,7 @@ async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; 
             res = await send('PATCH', `/api/issues/${task}`, key.token, { status: 'in-review', fencingToken });
         }
         samples.push(performance.now() - due);
+        service[step]!.push(performance.now() - sent);
         if (res.status >= 300) failures += 1;
         step = (step + 1) % 5;
         due += interval;
@@ -293,7 +299,7 @@ async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; 
     }),
   );
   agent.destroy();
-  return { samples, failures, requests: samples.length };
+  return { samples, failures, requests: samples.length, service };
 }
 
 async function inProcessClaimRate(): Promise<number> {
@@ -430,6 +436,10 @@ const bench: Bench = {
       log('open loop: 50 agents at 4 requests/s');
       for (const [i, tasks] of f.loopTasks.entries()) for (const id of tasks) await setStatus(app.url, f.agentKeys[i]!.token, id, 'ready');
       loop = await openLoop(app.url, f);
+      for (const [i, name] of LOOP_STEPS.entries()) {
+        const st = summarize(loop.service[i] ?? []);
+        log(`open loop ${name}: p50 ${ms(st.p50)} p99 ${ms(st.p99)}`);
+      }
 
       log(`${WRITES} writes`);
       const writeRun = await load(app.url, app.child.pid, {
@@ -540,7 +550,11 @@ const bench: Bench = {
       }),
       '',
       `Open loop: ${CONNECTIONS} agents, each sending ${AGENT_RATE} requests/s on a fixed schedule for ${OPEN_LOOP_SECONDS} s (ready work, claim, status post, evidence, move to in-review under the claim; latency from the scheduled send time, so a slow answer delays and counts against the next): ` +
-        `${fmt(loop?.requests ?? 0)} requests, p50 ${ms(loopStats.p50)}, **p99 ${ms(loopStats.p99)}** (target ≤ 50 ms), ${loop?.failures ?? 0} non-2xx.`,
+        `${fmt(loop?.requests ?? 0)} requests, p50 ${ms(loopStats.p50)}, **p99 ${ms(loopStats.p99)}** (target ≤ 50 ms), ${loop?.failures ?? 0} non-2xx. ` +
+        `Each step's own answer time (p50 / p99, from its send): ${LOOP_STEPS.map((name, i) => {
+          const st = summarize(loop?.service[i] ?? []);
+          return `${name} ${ms(st.p50)} / ${ms(st.p99)}`;
+        }).join('; ')}.`,
       '',
       `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)} (target: within 2 × idle plus the data's own size).`,
       '',
