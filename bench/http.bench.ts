@@ -395,6 +395,7 @@ const bench: Bench = {
           const ready50 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=50`;
           const pid = proc.child.pid;
           if (want('byId')) add(`byId${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
+          if (want('ready')) add(`ready${suffix}`, await load(proc.url, pid, { requests: perConnection(f.agentKeys, () => [{ method: 'GET', path: '/api/agents/ready-work?limit=5' }]) }));
           if (want('page200')) add(`page200${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
           if (want('page50')) add(`page50${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
           if (want('patch')) add(
@@ -534,6 +535,7 @@ const bench: Bench = {
       line('bare fastify hello (anchor)', hello1, '—', ''),
       line('fastify → grpc-js stub (anchor)', stub1, `${x(stub1.rps, hello1.rps)} hello`, ''),
       line('`GET /api/issues/{id}`', byId, `${x(byId.rps, stub1.rps)} stub, ${x(byId.rps, hello1.rps)} hello`, '≥ 1.0 × stub; stretch 0.25 × hello'),
+      line('`GET /api/agents/ready-work?limit=5` (an agent\'s next work)', r('ready'), `${x(r('ready').rps, byId.rps)} by-id`, ''),
       line('`GET /api/issues?status=ready&limit=200` (200 tasks)', r('page200'), `${x(r('page200').rps, byId.rps)} by-id`, '≥ 0.2 × by-id'),
       line('same, `limit=50`', r('page50'), `${x(r('page50').rps, byId.rps)} by-id`, '≥ 0.5 × by-id'),
       line('`PATCH /api/issues/{id}` status move', r('patch'), `${x(r('patch').rps, byId.rps)} by-id`, '≥ 0.5 × by-id'),
