@@ -82,6 +82,7 @@ export async function run(options: RunOptions): Promise<void> {
   });
 
   const decide = stopSignals();
+  let stopping = false;
   const shutdown = (signal: string): void => {
     const decision = decide(signal);
     if (decision === 'ignore') {
@@ -92,6 +93,7 @@ export async function run(options: RunOptions): Promise<void> {
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
+    stopping = true;
     logger.info({ signal, delayMs: config.shutdownDelayMs }, 'shutting down');
     void runtime
       .shutdown(config.shutdownDelayMs)
@@ -113,8 +115,14 @@ export async function run(options: RunOptions): Promise<void> {
   try {
     await importLegacyDataDir(config, servicesOf(config.target), (details, message) => logger.info(details, message));
     await runtime.start();
-    printBanner(bannerFactsOf(config, settings.settings, logLevel));
+    if (!stopping) printBanner(bannerFactsOf(config, settings.settings, logLevel));
   } catch (err) {
+    // Stopped while starting (Ctrl-C right after the HTTP port opened): the modules still starting
+    // fail on their closed stores. That is the stop, not a failure: the shutdown above exits 0.
+    if (stopping) {
+      logger.info({ err: err instanceof Error ? err.message : String(err) }, 'start interrupted by the stop signal');
+      return;
+    }
     logger.fatal({ err }, 'start failed');
     const explained = explainStartFailure(err, config as unknown as Record<string, unknown>);
     if (explained) process.stderr.write(`${explained}\n`);

@@ -74,6 +74,27 @@ describe('first run', () => {
     }
   }, 120_000);
 
+  it('first run: Ctrl-C while it is still starting exits 0, not "start failed"', async () => {
+    const [port, grpcPort] = [await getFreePort(), await getFreePort()];
+    const run = start(process.execPath, [ENTRY], { PORT: String(port), GRPC_PORT: String(grpcPort) });
+    try {
+      // The HTTP port opens before the gateway has finished starting (the admin account is
+      // still being created): the signal lands in the middle of the start.
+      const deadline = Date.now() + 60_000;
+      while (!run.output().includes('"msg":"http listening"') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      process.kill(-run.pid, 'SIGINT');
+      const { code } = await run.exited;
+      expect(code, run.output().split('\n').filter((l) => !l.includes('"level":"info"')).map((l) => l.slice(0, 160)).join('\n')).toBe(0);
+      expect(run.output()).not.toContain('start failed');
+    } finally {
+      try {
+        process.kill(-run.pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  }, 90_000);
+
   it('first run: a port in use names the variable to change (PORT, GRPC_PORT)', async () => {
     for (const variable of ['PORT', 'GRPC_PORT'] as const) {
       const [port, grpcPort] = [await getFreePort(), await getFreePort()];
