@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 
 /** Where Debian puts the server binaries, in case they are not on PATH (e.g. /usr/sbin for nats-server). */
@@ -39,7 +40,10 @@ export function hasBinary(name: string): boolean {
  * Ports come from below the kernel's ephemeral range when it leaves room (Linux: 32768+): a port
  * the OS hands out for `listen(0)` is in that range, and between our probe and the server's bind
  * an outgoing connection could take it as its local port (seen: EADDRINUSE on a busy machine).
- * Below the range nothing takes a port unasked. A port is never handed out twice per process.
+ * Below the range nothing takes a port unasked. A port is never handed out twice per process, nor
+ * to two test processes at once (reservePort): two workers, or two checkouts testing on one
+ * machine, each probing a port free and then both starting a server on it a moment later, would
+ * have one suite talk to the other's server.
  */
 export async function getFreePort(): Promise<number> {
   const range = portRangeBelowEphemeral();
@@ -47,10 +51,12 @@ export async function getFreePort(): Promise<number> {
     for (let attempt = 0; attempt < 200; attempt++) {
       const port = range.low + Math.floor(Math.random() * (range.high - range.low + 1));
       if (handedOut.has(port)) continue;
+      if (!reservePort(port)) continue;
       if (await canBind(port)) {
         handedOut.add(port);
         return port;
       }
+      releasePort(port);
     }
   }
   for (;;) {
@@ -63,6 +69,71 @@ export async function getFreePort(): Promise<number> {
 }
 
 const handedOut = new Set<number>();
+
+/** Where test processes on this machine reserve ports: a file per port, holding the owner's pid. */
+export const PORT_RESERVATIONS = join(tmpdir(), 'planning-test-ports');
+const reserved = new Set<number>();
+let swept = false;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function ownerOf(file: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(file, 'utf8'));
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Reserves `port` for this process until it exits, unless another live process holds it.
+ * Reservations left by processes that died are cleared the first time a process reserves one.
+ */
+export function reservePort(port: number, dir = PORT_RESERVATIONS): boolean {
+  mkdirSync(dir, { recursive: true });
+  if (!swept && dir === PORT_RESERVATIONS) {
+    swept = true;
+    for (const name of readdirSync(dir)) {
+      const owner = ownerOf(join(dir, name));
+      if (owner !== undefined && !alive(owner)) {
+        try {
+          unlinkSync(join(dir, name));
+        } catch {
+          // another process cleared it
+        }
+      }
+    }
+    process.once('exit', () => {
+      for (const p of reserved) releasePort(p);
+    });
+  }
+  try {
+    writeFileSync(join(dir, String(port)), String(process.pid), { flag: 'wx' });
+  } catch {
+    return false;
+  }
+  if (dir === PORT_RESERVATIONS) reserved.add(port);
+  return true;
+}
+
+function releasePort(port: number, dir = PORT_RESERVATIONS): void {
+  reserved.delete(port);
+  const file = join(dir, String(port));
+  if (ownerOf(file) !== process.pid) return;
+  try {
+    unlinkSync(file);
+  } catch {
+    // gone already
+  }
+}
 
 function portRangeBelowEphemeral(): { low: number; high: number } | undefined {
   try {
