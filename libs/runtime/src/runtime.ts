@@ -193,7 +193,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           entry.state = 'running';
         } catch (err) {
           entry.state = 'failed';
-          options.logger.error({ err, module: name }, 'module start failed');
+          // Shut down while starting: the module failed on what the shutdown closed under it.
+          if (draining) options.logger.info({ err: err instanceof Error ? err.message : String(err), module: name }, 'module start interrupted by the shutdown');
+          else options.logger.error({ err, module: name }, 'module start failed');
           await stopAll();
           throw err;
         }
