@@ -10,9 +10,9 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
-import { loadavg } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon, { type AutocannonRequest } from 'autocannon';
 import { createClaimsHarness } from '@planning/agents-claims/testing/claims-harness';
@@ -95,6 +95,15 @@ async function spawnNode(args: string[], env: Record<string, string>, port: numb
       await exited;
     },
   };
+}
+
+/** The size of the files under `dir`, in MB. */
+function folderMb(dir: string): number {
+  let bytes = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) bytes += statSync(join(entry.parentPath, entry.name)).size;
+  }
+  return bytes / 1024 / 1024;
 }
 
 /** CPU time the process has used (user + system, all threads), in ms. */
@@ -360,8 +369,10 @@ const bench: Bench = {
         SERVICE_DEMO: '0',
         SERVICE_ADMIN_PASSWORD: adminPassword,
         SERVICES_THREAD: layout,
-        // Stores in memory: nothing of the benchmark stays on disk, and no other process's data folder is touched.
-        DATA_DIR: ':memory:',
+        // Stores on disk, as `pnpm start` keeps them (durable commits included), in a folder of
+        // the benchmark's own that is removed afterwards: the resident set then shows the
+        // process, not the data, and the data's own size is the folder's.
+        DATA_DIR: mkdtempSync(join(tmpdir(), `planning-bench-${layout}-`)),
         ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
       };
       const profile = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${layout}`] : [];
@@ -370,7 +381,7 @@ const bench: Bench = {
       await new Promise((r) => setTimeout(r, 3_000));
       const idle = rssMb(proc.child.pid);
       log(`SERVICES_THREAD=${layout}: idle RSS ${idle.toFixed(0)} MB`);
-      return { proc, idle, f: await seed(proc.url, adminPassword, log, loopTasks) };
+      return { proc, idle, dataDir: env.DATA_DIR, f: await seed(proc.url, adminPassword, log, loopTasks) };
     };
     const rows = new Map<string, Run[]>();
     const want = (row: string) => ONLY.size === 0 || ONLY.has(row);
@@ -379,6 +390,7 @@ const bench: Bench = {
       rows.set(label, [...(rows.get(label) ?? []), run]);
     };
     let afterWritesRss: number;
+    let dataMb = 0;
     let heapNote: string;
     let claimRate = 0;
     let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
@@ -418,9 +430,19 @@ const bench: Bench = {
           });
           add(`claim${suffix}`, { ...claim, rps: claim.rps / 2 });
           for (let i = 0; i < CONNECTIONS; i++) {
-            // A run can stop between claim and release: release what is still held, then park the task.
-            await request(proc.url, 'POST', `/api/agents/claims/${f.ownTasks[i]}/release`, { token: f.agentKeys[i]!.token, body: {} });
-            await setStatus(proc.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'backlog');
+            // A run can stop between claim and release, and a claim the load generator abandoned
+            // at the end of the row can still land after this release: release what is held,
+            // park the task, and try again while a late claim holds it.
+            for (let attempt = 1; ; attempt++) {
+              await request(proc.url, 'POST', `/api/agents/claims/${f.ownTasks[i]}/release`, { token: f.agentKeys[i]!.token, body: {} });
+              try {
+                await setStatus(proc.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'backlog');
+                break;
+              } catch (err) {
+                if (attempt >= 10) throw err;
+                await new Promise((r) => setTimeout(r, 200));
+              }
+            }
           }
         }
         if (QUICK) continue;
@@ -454,10 +476,12 @@ const bench: Bench = {
       // Let the outbox relay and the consumers catch up, then read the resident set.
       await new Promise((r) => setTimeout(r, 5_000));
       afterWritesRss = rssMb(app.child.pid);
+      dataMb = folderMb(two.dataDir);
       heapNote = `${fmt(writeRun.rps)} writes/s over the run, ${writeRun.non2xx} non-2xx`;
     } finally {
       await app.stop();
       await one.proc.stop();
+      for (const dir of [two.dataDir, one.dataDir]) rmSync(dir, { recursive: true, force: true });
       await hello.stop();
       await stub.stop();
     }
@@ -558,7 +582,7 @@ const bench: Bench = {
           return `${name} ${ms(st.p50)} / ${ms(st.p99)}`;
         }).join('; ')}.`,
       '',
-      `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)} (target: within 2 × idle plus the data's own size).`,
+      `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}).`,
       '',
       'Reading the rows: internal calls no longer go through loopback gRPC (no protobuf encoding, no principal signing, no HTTP/2 framing inside the process). ' +
         "With the services' thread the gateway's half of a request (HTTP parsing, authentication, rate limit, request meter, JSON) and the services' half (access check, store reads and writes, outbox) run on different cores, so under load they overlap instead of queueing on one event loop; " +
