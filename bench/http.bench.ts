@@ -390,7 +390,7 @@ const bench: Bench = {
       rows.set(label, [...(rows.get(label) ?? []), run]);
     };
     let afterWritesRss: number;
-    let dataMb = 0;
+    let dataMb: number;
     let heapNote: string;
     let claimRate = 0;
     let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
