@@ -294,7 +294,7 @@ const bench: Bench = {
         'no race decided), at the same concurrency in the same run.',
       '',
       'Through the whole stack (the all-in-one production bundle, `dist/main.mjs`, over HTTP on loopback: gateway, ' +
-        'authentication and rate limiting, gRPC to the agents-claims and issues services, embedded stores):',
+        'authentication and rate limiting, in-process calls to the agents-claims and issues services (in the services\' thread), embedded stores):',
       '',
       ...table(http),
       '',
