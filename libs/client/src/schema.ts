@@ -2811,6 +2811,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "redirectTo": "/",
+                     *         "mode": "local"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             redirectTo: string;
@@ -3469,6 +3477,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *         "name": "Acme platform",
+                     *         "slug": "acme-platform",
+                     *         "status": "active",
+                     *         "ownerId": "usr_01M8BPNEPMQADWPCPFQZXAS2JX",
+                     *         "defaultSandbox": "workspace-write",
+                     *         "planId": "pro",
+                     *         "createdAt": "2026-11-26T10:33:20.387Z",
+                     *         "updatedAt": "2026-11-26T10:33:20.387Z",
+                     *         "version": 1,
+                     *         "doneRequires": "nothing",
+                     *         "doneGate": "done"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Workspace"];
                     };
@@ -4212,6 +4238,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "apiKey": {
+                     *           "id": "key_01M8BPNERNSS33JSJ8F8XH3APK",
+                     *           "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *           "agentId": "builder-1",
+                     *           "scopes": [
+                     *             "issues:read",
+                     *             "issues:write",
+                     *             "agents:read",
+                     *             "agents:execute"
+                     *           ],
+                     *           "rateLimit": {
+                     *             "requestsPerMinute": 600,
+                     *             "burst": 1200
+                     *           },
+                     *           "label": "CI builder",
+                     *           "actorType": "agent",
+                     *           "createdAt": "2026-11-26T10:33:20.405Z"
+                     *         },
+                     *         "token": "svc_EXAMPLE_shown_once_store_it_now"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             apiKey: {
@@ -4642,6 +4693,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "prj_01M8BPNES13AXHD3YEHJ4TZ9NH",
+                     *         "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *         "name": "Checkout rewrite",
+                     *         "status": "active",
+                     *         "goal": "",
+                     *         "initiativeId": null,
+                     *         "contextPack": [],
+                     *         "createdAt": "2026-11-26T10:33:20.417Z",
+                     *         "updatedAt": "2026-11-26T10:33:20.417Z",
+                     *         "createdBy": "usr_01M8BPNEPMQADWPCPFQZXAS2JX",
+                     *         "version": 1,
+                     *         "doneRequires": null,
+                     *         "doneGate": null
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Project"];
                     };
@@ -6403,6 +6473,76 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "issues": [
+                     *           {
+                     *             "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *             "projectId": "prj_01M8BPNES13AXHD3YEHJ4TZ9NH",
+                     *             "milestoneId": null,
+                     *             "initiativeId": null,
+                     *             "parentId": null,
+                     *             "title": "Parse the payment provider webhook",
+                     *             "description": "Accept the provider’s signed webhook and record the payment state.",
+                     *             "status": "ready",
+                     *             "priority": "high",
+                     *             "labels": [
+                     *               "payments"
+                     *             ],
+                     *             "dueDate": "2026-12-15",
+                     *             "estimate": 3,
+                     *             "dependencies": [],
+                     *             "acceptanceChecks": [
+                     *               {
+                     *                 "id": "chk_01M8BPNESANQQ66YAC7GAY368R",
+                     *                 "title": "Unit tests cover a bad signature",
+                     *                 "done": false
+                     *               }
+                     *             ],
+                     *             "agent": {
+                     *               "assignedAgentId": null,
+                     *               "readiness": "needs-brief",
+                     *               "instructions": {
+                     *                 "objective": "",
+                     *                 "constraints": [],
+                     *                 "expectedOutput": "",
+                     *                 "verification": [],
+                     *                 "permissions": [],
+                     *                 "escalation": ""
+                     *               }
+                     *             },
+                     *             "openDependencyCount": 0,
+                     *             "dependentCount": 0,
+                     *             "timeLoggedMinutes": 0,
+                     *             "evidenceCount": 0,
+                     *             "createdAt": "2026-11-26T10:33:20.425Z",
+                     *             "updatedAt": "2026-11-26T10:33:20.452Z",
+                     *             "createdBy": "usr_01M8BPNEPMQADWPCPFQZXAS2JX",
+                     *             "version": 2,
+                     *             "lastActivityAt": "2026-11-26T10:33:20.452Z",
+                     *             "nextAction": "Complete the task contract (goal, expected output, verification), then claim it.",
+                     *             "taskHealth": {
+                     *               "blocksAgentClaim": false,
+                     *               "reasons": [],
+                     *               "firstReminder": null,
+                     *               "reminders": [],
+                     *               "safeNextActions": [
+                     *                 {
+                     *                   "action": "claim",
+                     *                   "description": "Claim the task (POST /api/agents/claim) to start work"
+                     *                 }
+                     *               ]
+                     *             }
+                     *           }
+                     *         ]
+                     *       },
+                     *       "page": {
+                     *         "nextCursor": null
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             issues: components["schemas"]["Issue"][];
@@ -6549,6 +6689,81 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *         "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *         "projectId": "prj_01M8BPNES13AXHD3YEHJ4TZ9NH",
+                     *         "milestoneId": null,
+                     *         "initiativeId": null,
+                     *         "parentId": null,
+                     *         "title": "Parse the payment provider webhook",
+                     *         "description": "Accept the provider’s signed webhook and record the payment state.",
+                     *         "status": "ready",
+                     *         "priority": "high",
+                     *         "labels": [
+                     *           "payments"
+                     *         ],
+                     *         "dueDate": null,
+                     *         "estimate": null,
+                     *         "dependencies": [],
+                     *         "acceptanceChecks": [
+                     *           {
+                     *             "id": "chk_01M8BPNESANQQ66YAC7GAY368R",
+                     *             "title": "Unit tests cover a bad signature",
+                     *             "done": false
+                     *           }
+                     *         ],
+                     *         "agent": {
+                     *           "assignedAgentId": null,
+                     *           "readiness": "needs-brief",
+                     *           "instructions": {
+                     *             "objective": "",
+                     *             "constraints": [],
+                     *             "expectedOutput": "",
+                     *             "verification": [],
+                     *             "permissions": [],
+                     *             "escalation": ""
+                     *           }
+                     *         },
+                     *         "openDependencyCount": 0,
+                     *         "dependentCount": 0,
+                     *         "timeLoggedMinutes": 0,
+                     *         "evidenceCount": 0,
+                     *         "createdAt": "2026-11-26T10:33:20.425Z",
+                     *         "updatedAt": "2026-11-26T10:33:20.425Z",
+                     *         "createdBy": "usr_01M8BPNEPMQADWPCPFQZXAS2JX",
+                     *         "version": 1,
+                     *         "lastActivityAt": "2026-11-26T10:33:20.425Z",
+                     *         "nextAction": "Complete the task contract (goal, expected output, verification), then claim it.",
+                     *         "taskHealth": {
+                     *           "blocksAgentClaim": false,
+                     *           "reasons": [],
+                     *           "firstReminder": {
+                     *             "kind": "missing-dates",
+                     *             "message": "No due date"
+                     *           },
+                     *           "reminders": [
+                     *             {
+                     *               "kind": "missing-dates",
+                     *               "message": "No due date"
+                     *             }
+                     *           ],
+                     *           "safeNextActions": [
+                     *             {
+                     *               "action": "set-due-date",
+                     *               "description": "Set a due date (PATCH /api/issues/{id} dueDate)"
+                     *             },
+                     *             {
+                     *               "action": "claim",
+                     *               "description": "Claim the task (POST /api/agents/claim) to start work"
+                     *             }
+                     *           ]
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Issue"];
                     };
@@ -6932,6 +7147,247 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *         "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *         "projectId": "prj_01M8BPNES13AXHD3YEHJ4TZ9NH",
+                     *         "milestoneId": null,
+                     *         "initiativeId": null,
+                     *         "parentId": null,
+                     *         "title": "Parse the payment provider webhook",
+                     *         "description": "Accept the provider’s signed webhook and record the payment state.",
+                     *         "status": "in-progress",
+                     *         "priority": "high",
+                     *         "labels": [
+                     *           "payments"
+                     *         ],
+                     *         "dueDate": "2026-12-15",
+                     *         "estimate": 3,
+                     *         "dependencies": [],
+                     *         "acceptanceChecks": [
+                     *           {
+                     *             "id": "chk_01M8BPNESANQQ66YAC7GAY368R",
+                     *             "title": "Unit tests cover a bad signature",
+                     *             "done": false
+                     *           }
+                     *         ],
+                     *         "agent": {
+                     *           "assignedAgentId": null,
+                     *           "readiness": "needs-brief",
+                     *           "instructions": {
+                     *             "objective": "",
+                     *             "constraints": [],
+                     *             "expectedOutput": "",
+                     *             "verification": [],
+                     *             "permissions": [],
+                     *             "escalation": ""
+                     *           }
+                     *         },
+                     *         "openDependencyCount": 0,
+                     *         "dependentCount": 0,
+                     *         "timeLoggedMinutes": 45,
+                     *         "evidenceCount": 1,
+                     *         "createdAt": "2026-11-26T10:33:20.425Z",
+                     *         "updatedAt": "2026-11-26T10:33:20.544Z",
+                     *         "createdBy": "usr_01M8BPNEPMQADWPCPFQZXAS2JX",
+                     *         "version": 3,
+                     *         "lastActivityAt": "2026-11-26T10:33:20.600Z",
+                     *         "nextAction": "Attach evidence for the 1 open acceptance check, then move the task to in-review.",
+                     *         "taskHealth": {
+                     *           "blocksAgentClaim": true,
+                     *           "reasons": [
+                     *             "status-not-ready",
+                     *             "active-claim"
+                     *           ],
+                     *           "firstReminder": null,
+                     *           "reminders": [],
+                     *           "safeNextActions": [
+                     *             {
+                     *               "action": "check-status",
+                     *               "description": "Only 'ready' tasks can be claimed; read the task before acting"
+                     *             },
+                     *             {
+                     *               "action": "pick-other-work",
+                     *               "description": "Another agent holds an active claim on this task"
+                     *             }
+                     *           ]
+                     *         },
+                     *         "comments": [
+                     *           {
+                     *             "id": "cmt_01M8BPNEXTDCPAZVH1ANQBYPSQ",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "authorId": "key_01M8BPNERNSS33JSJ8F8XH3APK",
+                     *             "authorType": "api-key",
+                     *             "body": "Parser done; writing the tests next",
+                     *             "createdAt": "2026-11-26T10:33:20.570Z"
+                     *           },
+                     *           {
+                     *             "id": "cmt_01M8BPNEY7ARDY4E3EC7V90WHR",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "authorId": "key_01M8BPNERNSS33JSJ8F8XH3APK",
+                     *             "authorType": "api-key",
+                     *             "body": "The provider retries for 24 hours; handlers must be idempotent.",
+                     *             "createdAt": "2026-11-26T10:33:20.581Z"
+                     *           }
+                     *         ],
+                     *         "commentCount": 2,
+                     *         "activity": [
+                     *           {
+                     *             "id": "act_01M8BPNESBBWF0T3R3AV3KNGY7",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "actor": {
+                     *               "type": "user",
+                     *               "id": "usr_01M8BPNEPMQADWPCPFQZXAS2JX"
+                     *             },
+                     *             "kind": "created",
+                     *             "changes": [],
+                     *             "at": "2026-11-26T10:33:20.425Z"
+                     *           },
+                     *           {
+                     *             "id": "act_01M8BPNET6M6EHY7X9267GH6NE",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "actor": {
+                     *               "type": "user",
+                     *               "id": "usr_01M8BPNEPMQADWPCPFQZXAS2JX"
+                     *             },
+                     *             "kind": "updated",
+                     *             "changes": [
+                     *               {
+                     *                 "field": "dueDate",
+                     *                 "from": null,
+                     *                 "to": "2026-12-15"
+                     *               },
+                     *               {
+                     *                 "field": "estimate",
+                     *                 "from": null,
+                     *                 "to": 3
+                     *               }
+                     *             ],
+                     *             "at": "2026-11-26T10:33:20.452Z"
+                     *           },
+                     *           {
+                     *             "id": "act_01M8BPNEX1QSR1VCWA0X6GZR21",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "actor": {
+                     *               "type": "api-key",
+                     *               "id": "key_01M8BPNERNSS33JSJ8F8XH3APK"
+                     *             },
+                     *             "kind": "claimed",
+                     *             "changes": [
+                     *               {
+                     *                 "field": "status",
+                     *                 "from": "ready",
+                     *                 "to": "in-progress"
+                     *               },
+                     *               {
+                     *                 "field": "claim",
+                     *                 "from": null,
+                     *                 "to": "clm_01M8BPNEWWKTY5RTT1GTXNDC8E"
+                     *               }
+                     *             ],
+                     *             "at": "2026-11-26T10:33:20.544Z"
+                     *           },
+                     *           {
+                     *             "id": "act_01M8BPNEXVVNKQTM07RBVFMD09",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "actor": {
+                     *               "type": "api-key",
+                     *               "id": "key_01M8BPNERNSS33JSJ8F8XH3APK"
+                     *             },
+                     *             "kind": "status-posted",
+                     *             "changes": [
+                     *               {
+                     *                 "field": "comments",
+                     *                 "to": "cmt_01M8BPNEXTDCPAZVH1ANQBYPSQ"
+                     *               }
+                     *             ],
+                     *             "at": "2026-11-26T10:33:20.570Z"
+                     *           },
+                     *           {
+                     *             "id": "act_01M8BPNEY7ARDY4E3EC7V90WHS",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "actor": {
+                     *               "type": "api-key",
+                     *               "id": "key_01M8BPNERNSS33JSJ8F8XH3APK"
+                     *             },
+                     *             "kind": "comment-added",
+                     *             "changes": [
+                     *               {
+                     *                 "field": "comments",
+                     *                 "to": "cmt_01M8BPNEY7ARDY4E3EC7V90WHR"
+                     *               }
+                     *             ],
+                     *             "at": "2026-11-26T10:33:20.581Z"
+                     *           },
+                     *           {
+                     *             "id": "act_01M8BPNEYJNVAGHAQX9M4VMABY",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "actor": {
+                     *               "type": "api-key",
+                     *               "id": "key_01M8BPNERNSS33JSJ8F8XH3APK"
+                     *             },
+                     *             "kind": "time-logged",
+                     *             "changes": [
+                     *               {
+                     *                 "field": "timeLoggedMinutes",
+                     *                 "from": 0,
+                     *                 "to": 45
+                     *               }
+                     *             ],
+                     *             "at": "2026-11-26T10:33:20.592Z"
+                     *           },
+                     *           {
+                     *             "id": "act_01M8BPNEYT2CV4X39TZZCZZWW2",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "actor": {
+                     *               "type": "api-key",
+                     *               "id": "key_01M8BPNERNSS33JSJ8F8XH3APK"
+                     *             },
+                     *             "kind": "evidence-added",
+                     *             "changes": [
+                     *               {
+                     *                 "field": "evidence",
+                     *                 "to": "evd_01M8BPNEYSH4603GN50WA21M3P"
+                     *               }
+                     *             ],
+                     *             "at": "2026-11-26T10:33:20.600Z"
+                     *           }
+                     *         ],
+                     *         "activityCount": 7,
+                     *         "evidence": [
+                     *           {
+                     *             "id": "evd_01M8BPNEYSH4603GN50WA21M3P",
+                     *             "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *             "kind": "test-result",
+                     *             "title": "Webhook parser tests",
+                     *             "url": null,
+                     *             "body": "12 passed",
+                     *             "checkId": null,
+                     *             "createdBy": "key_01M8BPNERNSS33JSJ8F8XH3APK",
+                     *             "createdAt": "2026-11-26T10:33:20.600Z"
+                     *           }
+                     *         ],
+                     *         "approvals": [],
+                     *         "done": {
+                     *           "requires": "nothing",
+                     *           "gate": "done",
+                     *           "missingCheckIds": [],
+                     *           "evidencedChecks": 0,
+                     *           "evidenceCount": 1,
+                     *           "approval": "not-required",
+                     *           "ready": true,
+                     *           "nextStep": ""
+                     *         },
+                     *         "dependencyGraph": {
+                     *           "dependencies": [],
+                     *           "dependents": [],
+                     *           "edges": []
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["IssueDetail"];
                     };
@@ -7080,6 +7536,75 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *         "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *         "projectId": "prj_01M8BPNES13AXHD3YEHJ4TZ9NH",
+                     *         "milestoneId": null,
+                     *         "initiativeId": null,
+                     *         "parentId": null,
+                     *         "title": "Parse the payment provider webhook",
+                     *         "description": "Accept the provider’s signed webhook and record the payment state.",
+                     *         "status": "ready",
+                     *         "priority": "high",
+                     *         "labels": [
+                     *           "payments"
+                     *         ],
+                     *         "dueDate": "2026-12-15",
+                     *         "estimate": 3,
+                     *         "dependencies": [],
+                     *         "acceptanceChecks": [
+                     *           {
+                     *             "id": "chk_01M8BPNESANQQ66YAC7GAY368R",
+                     *             "title": "Unit tests cover a bad signature",
+                     *             "done": false
+                     *           }
+                     *         ],
+                     *         "agent": {
+                     *           "assignedAgentId": null,
+                     *           "readiness": "needs-brief",
+                     *           "instructions": {
+                     *             "objective": "",
+                     *             "constraints": [],
+                     *             "expectedOutput": "",
+                     *             "verification": [],
+                     *             "permissions": [],
+                     *             "escalation": ""
+                     *           }
+                     *         },
+                     *         "openDependencyCount": 0,
+                     *         "dependentCount": 0,
+                     *         "timeLoggedMinutes": 0,
+                     *         "evidenceCount": 0,
+                     *         "createdAt": "2026-11-26T10:33:20.425Z",
+                     *         "updatedAt": "2026-11-26T10:33:20.452Z",
+                     *         "createdBy": "usr_01M8BPNEPMQADWPCPFQZXAS2JX",
+                     *         "version": 2,
+                     *         "lastActivityAt": "2026-11-26T10:33:20.452Z",
+                     *         "nextAction": "Complete the task contract (goal, expected output, verification), then claim it.",
+                     *         "taskHealth": {
+                     *           "blocksAgentClaim": false,
+                     *           "reasons": [],
+                     *           "firstReminder": null,
+                     *           "reminders": [],
+                     *           "safeNextActions": [
+                     *             {
+                     *               "action": "claim",
+                     *               "description": "Claim the task (POST /api/agents/claim) to start work"
+                     *             }
+                     *           ]
+                     *         }
+                     *       },
+                     *       "meta": {
+                     *         "changedFields": [
+                     *           "dueDate",
+                     *           "estimate"
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Issue"];
                         meta: {
@@ -7324,6 +7849,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "cmt_01M8BPNEY7ARDY4E3EC7V90WHR",
+                     *         "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *         "authorId": "key_01M8BPNERNSS33JSJ8F8XH3APK",
+                     *         "authorType": "api-key",
+                     *         "body": "The provider retries for 24 hours; handlers must be idempotent.",
+                     *         "createdAt": "2026-11-26T10:33:20.581Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Comment"];
                     };
@@ -7568,6 +8105,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "timeEntry": {
+                     *           "id": "tim_01M8BPNEYH59GKMYRNCWX3X2VP",
+                     *           "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "actorId": "key_01M8BPNERNSS33JSJ8F8XH3APK",
+                     *           "minutes": 45,
+                     *           "note": "Parser and fixtures",
+                     *           "loggedAt": "2026-11-26T10:33:20.592Z"
+                     *         },
+                     *         "totalMinutes": 45
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             timeEntry: components["schemas"]["TimeEntry"];
@@ -7810,6 +8362,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "evd_01M8BPNEYSH4603GN50WA21M3P",
+                     *         "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *         "kind": "test-result",
+                     *         "title": "Webhook parser tests",
+                     *         "url": null,
+                     *         "body": "12 passed",
+                     *         "checkId": null,
+                     *         "createdBy": "key_01M8BPNERNSS33JSJ8F8XH3APK",
+                     *         "createdAt": "2026-11-26T10:33:20.600Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Evidence"];
                     };
@@ -8603,6 +9170,72 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *           "projectId": "prj_01M8BPNES13AXHD3YEHJ4TZ9NH",
+                     *           "title": "Parse the payment provider webhook",
+                     *           "status": "ready",
+                     *           "priority": "high",
+                     *           "labels": [
+                     *             "payments"
+                     *           ],
+                     *           "dueDate": "2026-12-15",
+                     *           "createdAt": "2026-11-26T10:33:20.425Z",
+                     *           "agent": {
+                     *             "assignedAgentId": null,
+                     *             "readiness": "needs-brief"
+                     *           },
+                     *           "openDependencyCount": 0,
+                     *           "rank": 1,
+                     *           "agentClaimQueue": {
+                     *             "state": "claimable",
+                     *             "quotaState": "within-run-budget",
+                     *             "nextAction": "Claim it (POST /api/agents/claim), then complete the task contract (goal, expected output, verification) before coding.",
+                     *             "doneEvidence": {
+                     *               "completed": 0,
+                     *               "total": 1,
+                     *               "requires": "nothing",
+                     *               "missingCheckIds": [],
+                     *               "approval": "not-required",
+                     *               "ready": true
+                     *             },
+                     *             "whyNotClaimable": null
+                     *           },
+                     *           "claim": null,
+                     *           "approvals": []
+                     *         }
+                     *       ],
+                     *       "queueSummary": {
+                     *         "total": 1,
+                     *         "claimable": 1,
+                     *         "blocked": 0,
+                     *         "heldByYou": 0,
+                     *         "quotaState": "within-run-budget"
+                     *       },
+                     *       "claimQueue": [
+                     *         {
+                     *           "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "rank": 1,
+                     *           "state": "claimable"
+                     *         }
+                     *       ],
+                     *       "page": {
+                     *         "nextCursor": null
+                     *       },
+                     *       "metering": {
+                     *         "allowed": true,
+                     *         "kind": "agent-runs",
+                     *         "used": 0,
+                     *         "limit": 10000,
+                     *         "period": "2026-11",
+                     *         "resetsAt": "2026-12-01T00:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ReadyWorkItem"][];
                         queueSummary: {
@@ -8721,6 +9354,38 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "claim": {
+                     *           "id": "clm_01M8BPNEWWKTY5RTT1GTXNDC8E",
+                     *           "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *           "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "agentId": "builder-1",
+                     *           "state": "active",
+                     *           "fencingToken": 1,
+                     *           "expiresAt": "2026-11-26T11:03:20.540Z",
+                     *           "leaseSeconds": 1800,
+                     *           "createdAt": "2026-11-26T10:33:20.540Z",
+                     *           "renewedAt": null,
+                     *           "endedAt": null,
+                     *           "endReason": null
+                     *         },
+                     *         "issue": {
+                     *           "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "status": "in-progress"
+                     *         },
+                     *         "metering": {
+                     *           "allowed": true,
+                     *           "kind": "agent-runs",
+                     *           "used": 1,
+                     *           "limit": 10000,
+                     *           "period": "2026-11",
+                     *           "resetsAt": "2026-12-01T00:00:00.000Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             claim: components["schemas"]["Claim"];
@@ -8861,6 +9526,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "claim": {
+                     *           "id": "clm_01M8BPNEWWKTY5RTT1GTXNDC8E",
+                     *           "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *           "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "agentId": "builder-1",
+                     *           "state": "active",
+                     *           "fencingToken": 1,
+                     *           "expiresAt": "2026-11-26T11:03:20.559Z",
+                     *           "leaseSeconds": 1800,
+                     *           "createdAt": "2026-11-26T10:33:20.540Z",
+                     *           "renewedAt": "2026-11-26T10:33:20.559Z",
+                     *           "endedAt": null,
+                     *           "endReason": null
+                     *         },
+                     *         "issue": {
+                     *           "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "status": "in-progress",
+                     *           "approvals": []
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             claim: components["schemas"]["Claim"];
@@ -9007,6 +9697,36 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "claim": {
+                     *           "id": "clm_01M8BPNEWWKTY5RTT1GTXNDC8E",
+                     *           "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *           "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "agentId": "builder-1",
+                     *           "state": "active",
+                     *           "fencingToken": 1,
+                     *           "expiresAt": "2026-11-26T11:03:20.569Z",
+                     *           "leaseSeconds": 1800,
+                     *           "createdAt": "2026-11-26T10:33:20.540Z",
+                     *           "renewedAt": "2026-11-26T10:33:20.569Z",
+                     *           "endedAt": null,
+                     *           "endReason": null
+                     *         },
+                     *         "issue": {
+                     *           "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "status": "in-progress",
+                     *           "approvals": []
+                     *         },
+                     *         "note": {
+                     *           "id": "cmt_01M8BPNEXTDCPAZVH1ANQBYPSQ",
+                     *           "body": "Parser done; writing the tests next",
+                     *           "createdAt": "2026-11-26T10:33:20.570Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             claim: components["schemas"]["Claim"];
@@ -9156,6 +9876,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "claim": {
+                     *           "id": "clm_01M8BPNEWWKTY5RTT1GTXNDC8E",
+                     *           "workspaceId": "ws_01M8BPNER4WK2WWFBCKV1CKS6W",
+                     *           "issueId": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "agentId": "builder-1",
+                     *           "state": "released",
+                     *           "fencingToken": 1,
+                     *           "expiresAt": "2026-11-26T11:03:20.569Z",
+                     *           "leaseSeconds": 1800,
+                     *           "createdAt": "2026-11-26T10:33:20.540Z",
+                     *           "renewedAt": "2026-11-26T10:33:20.569Z",
+                     *           "endedAt": "2026-11-26T10:33:20.642Z",
+                     *           "endReason": "released-by-agent"
+                     *         },
+                     *         "issue": {
+                     *           "id": "iss_01M8BPNESANQQ66YAC7GAY368Q",
+                     *           "status": "ready"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ClaimAndIssue"];
                     };

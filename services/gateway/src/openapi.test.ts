@@ -172,6 +172,34 @@ describe('openapi', () => {
     expect(MAIN_FLOWS.filter((id) => !withExample.has(id))).toEqual([]);
   });
 
+  it('openapi: the main flows show a success answer the service gave (Spectral checks each against its schema in CI)', () => {
+    const MAIN_FLOWS = [
+      'login',
+      'createWorkspace',
+      'createApiKey',
+      'createProject',
+      'createIssue',
+      'updateIssue',
+      'searchIssues',
+      'getIssue',
+      'addComment',
+      'logTime',
+      'addEvidence',
+      'listReadyWork',
+      'claimWork',
+      'renewClaim',
+      'postClaimStatus',
+      'releaseClaim',
+    ];
+    const withExample = new Set<string>();
+    for (const { op } of operations()) {
+      for (const [status, response] of Object.entries((op.responses ?? {}) as Record<string, { content?: Record<string, { example?: unknown }> }>)) {
+        if (status.startsWith('2') && response.content?.['application/json']?.example !== undefined) withExample.add(op.operationId);
+      }
+    }
+    expect(MAIN_FLOWS.filter((id) => !withExample.has(id))).toEqual([]);
+  });
+
   it('openapi: every reference resolves', () => {
     const broken: string[] = [];
     walk(doc, (value, path) => {

@@ -4,6 +4,7 @@ import { ERROR_CODES, ERROR_TABLE, type ErrorCode } from '@planning/errors';
 import { SCOPES, type Scope } from '@planning/plans';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { RouteAccess } from './auth.js';
+import successExamples from './openapi-examples.json' with { type: 'json' };
 
 /**
  * The OpenAPI document at `/docs/json` (UI at `/docs`), built from the route schemas, and the
@@ -524,11 +525,18 @@ export function finishDocument(document: Json): Json {
         if (status === '429') headers['Retry-After'] = headerRef('Retry-After');
         if (status === '401') headers['WWW-Authenticate'] = headerRef('WWW-Authenticate');
         if (Object.keys(headers).length > 0) response.headers = headers;
+        // An answer the service gave (scripts/capture-openapi-examples.mjs); Spectral checks it against the schema.
+        const example = SUCCESS_EXAMPLES[operation.operationId as string];
+        const media = (response.content as Record<string, Json> | undefined)?.['application/json'];
+        if (example && example.status === status && media) media.example = example.body;
       }
     }
   }
   return document;
 }
+
+/** Success answers of the main flow, captured from the running service, by operationId. */
+const SUCCESS_EXAMPLES = successExamples as Record<string, { status: string; body: unknown }>;
 
 /** Registers the shared schemas, the route documenter and the OpenAPI document and UI. Call before any route. */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
