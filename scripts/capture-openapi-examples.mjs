@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+/* global fetch */
 // Captures the success-response examples of the API reference from the running service: starts
 // the all-in-one bundle (dist/main.mjs, in memory, on free ports), walks the main flow (sign in,
 // workspace, API key, project, issue, its records, ready work, a claim from start to release) and
