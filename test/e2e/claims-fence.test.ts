@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMember, createKey, createUser, createWorkspace, type TestKey, type TestUser } from '../support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster, type Mode } from '../support/cluster.js';
-import { eventually, login, request, type ApiResponse } from '../support/http.js';
+import { agentRunsUsed, type ApiResponse, auditEvents, eventually, login, request } from '../support/http.js';
 
 /**
  * The end of a claim through the gateway, REST and MCP, in both modes (issue #14, docs/claims.md
@@ -148,14 +148,8 @@ describe.each<Mode>(['all-in-one', 'distributed'])('claims fence (%s)', (mode) =
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     return res.body.data as any[];
   };
-  const runsUsed = async (ws: string) => {
-    const res = await call('GET', `/api/billing/usage?workspaceId=${ws}`, { cookie: admin });
-    return res.body.data.quotas.find((q: any) => q.kind === 'agent-runs').used as number;
-  };
-  const audit = async (ws: string, type: string) => {
-    const res = await call('GET', `/api/admin/audit-events?workspaceId=${ws}&type=${type}`, { cookie: admin });
-    return res.body.data as any[];
-  };
+  const runsUsed = (ws: string) => agentRunsUsed(cluster.baseUrl, admin, ws);
+  const audit = (ws: string, type: string) => auditEvents(cluster.baseUrl, admin, ws, type);
   const claim = async (key: TestKey, issueId: string) => {
     const res = await call('POST', '/api/agents/claim', { token: key.token, body: { issueId }, base: base() });
     expect(res.status, JSON.stringify(res.body)).toBe(200);

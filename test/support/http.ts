@@ -126,3 +126,15 @@ export async function requestOversized(baseUrl: string, method: string, path: st
     });
   });
 }
+
+/** The month's agent-run count of a workspace, as its usage endpoint shows it to `cookie`'s admin. */
+export async function agentRunsUsed(baseUrl: string, cookie: string, workspaceId: string): Promise<number> {
+  const res = await request(baseUrl, 'GET', `/api/billing/usage?workspaceId=${workspaceId}`, { cookie });
+  return res.body.data.quotas.find((q: { kind: string }) => q.kind === 'agent-runs').used as number;
+}
+
+/** A workspace's audit events of one type, read by `cookie`'s admin. */
+export async function auditEvents(baseUrl: string, cookie: string, workspaceId: string, type: string): Promise<any[]> {
+  const res = await request(baseUrl, 'GET', `/api/admin/audit-events?workspaceId=${workspaceId}&type=${type}`, { cookie });
+  return res.body.data as any[];
+}
