@@ -30,6 +30,11 @@ export const gatewaySettings = {
 
   /** How long the gateway keeps a workspace's plan and status for token requests (other replicas see a change within this). */
   WORKSPACE_CACHE_MS: env.int(0, 300_000).default(5_000),
+  /**
+   * How long a replica reuses an API key it looked up for token requests. A revoke applies at once
+   * on the replica that handled it, on the others within this (0: every token request reads the key).
+   */
+  API_KEY_CACHE_MS: env.int(0, 60_000).default(2_000),
   /** An API key's `lastUsedAt` is written at most once per this interval. */
   API_KEY_LAST_USED_INTERVAL_SECONDS: env.int(1, 86_400).default(60),
 

@@ -138,7 +138,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
       settings,
       users,
       sessions,
-      apiKeys: await ApiKeyRepository.open(store),
+      apiKeys: await ApiKeyRepository.open(store, { ttlMs: settings.API_KEY_CACHE_MS }),
       identity,
       loginThrottle: createLoginThrottle({
         limiter,

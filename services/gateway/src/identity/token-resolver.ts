@@ -39,7 +39,7 @@ export function createTokenResolver(deps: GatewayDeps, oauth?: OAuthVerifier) {
 
   const apiKey = async (token: string, request: FastifyRequest): Promise<Credential> => {
     if (!isWellFormedApiToken(token)) throw unauthorized(request, 'malformed-token');
-    const key = await deps.apiKeys.findByTokenHash(hashApiToken(token));
+    const key = await deps.apiKeys.resolve(hashApiToken(token));
     if (!key) throw unauthorized(request, 'unknown-token');
     if (key.revokedAt) throw unauthorized(request, 'revoked-token', { type: 'api-key', id: key._id });
     if (key.disabled) throw unauthorized(request, 'disabled-token', { type: 'api-key', id: key._id });
