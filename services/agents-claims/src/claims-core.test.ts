@@ -1,7 +1,7 @@
 import { ServiceError } from '@planning/errors';
 import type { Principal } from '@planning/rpc';
 import { configureFailpoints } from '@planning/runtime/failpoints';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ClaimsCore } from './claims-core.js';
 import type { ClaimRecord } from './store/claims.js';
 import { createSweeper } from './sweeper.js';
@@ -123,6 +123,23 @@ describe('claims: claiming', () => {
     const ok = await claim(issueId, h.agent(beginner, 'agent-a'));
     expect(ok.metering).toMatchObject({ allowed: true, used: 1 });
     expect(ok.metering?.limit).toBeUndefined();
+  });
+
+  it('claims: a token carrying its plan (set by the gateway) is metered under that plan without a GetAccess call; without one, issues is asked', async () => {
+    const getAccess = vi.spyOn(h.planning.workspaceRpc, 'getAccess');
+    const withPlan = await claim(await h.task(projectId), { ...agent('agent-a'), planId: 'pro' });
+    expect(withPlan.metering).toMatchObject({ allowed: true, used: 1, limit: 10_000 });
+    expect(getAccess).not.toHaveBeenCalled();
+    // The principal's plan is the one applied (the gateway admitted the request under it).
+    const enterprise = await claim(await h.task(projectId), { ...agent('agent-b'), planId: 'enterprise' });
+    expect(enterprise.metering?.limit).toBeUndefined();
+    expect(getAccess).not.toHaveBeenCalled();
+    const without = await claim(await h.task(projectId), agent('agent-c'));
+    expect(without.metering).toMatchObject({ allowed: true, used: 3, limit: 10_000 });
+    expect(getAccess).toHaveBeenCalledTimes(1);
+    // A token of another workspace is still told the issue does not exist, whatever plan it carries.
+    const other = await h.planning.workspace({ ownerId: 'usr_owner', planId: 'pro' });
+    expect(await reasonOf(claim(await h.task(projectId), { ...h.agent(other, 'agent-d'), planId: 'enterprise' }))).toBe('not-found/');
   });
 
   it('claims: a claim blocked by dependencies becomes claimable when they are done', async () => {

@@ -10,7 +10,7 @@ import { conflict, ServiceError } from '@planning/errors';
 import { idempotencyInFlight, idempotencyMismatch, idempotencyRecordId, validateIdempotencyKey, type StoredAnswer } from '@planning/idempotency';
 import { newId } from '@planning/ids';
 import { quotaExceeded, type MeterDecision } from '@planning/metering';
-import { PLANS, quotaPeriod, quotaResetsAt } from '@planning/plans';
+import { isPlanId, PLANS, quotaPeriod, quotaResetsAt, type PlanId } from '@planning/plans';
 import type { ClaimTarget } from '@planning/proto/planning/issues/v1/claim_support_pb';
 import { SYSTEM_PRINCIPAL, type CallContext, type Principal } from '@planning/rpc';
 import { failpoint, FailpointError } from '@planning/runtime/failpoints';
@@ -155,6 +155,18 @@ export class ClaimTaking {
     };
   }
 
+  /**
+   * The workspace's plan, for the agent-run quota. The claim's target was read as the caller, so
+   * the issues service has already authorized the token in the task's workspace: what is left is
+   * the plan. A token's principal carries it (`planId`, set by the gateway for this request from
+   * the plan it admitted the request under, and signed with the principal over gRPC): then no
+   * further call. Without one (another caller), the issues service is asked.
+   */
+  private async planOf(principal: Principal, workspaceId: string): Promise<PlanId> {
+    if (principal.type === 'api-key' && principal.workspaceId === workspaceId && isPlanId(principal.planId)) return principal.planId;
+    return (await this.workspaceAccess(principal, workspaceId)).planId;
+  }
+
   private workspaceAccess(principal: Principal, workspaceId: string) {
     return authorizeWorkspace(this.deps.access, { principal }, workspaceId, { action: 'write-tasks', scope: 'agents:execute' });
   }
@@ -223,8 +235,7 @@ export class ClaimTaking {
     // From here on the claim exists: any failure ends it (and gives back its run).
     let decision: MeterDecision;
     try {
-      const access = await this.workspaceAccess(ctx.principal, agent.workspaceId);
-      decision = await claims.meter(record, this.deps.meter, PLANS[access.planId].quotas['agent-runs'], now);
+      decision = await claims.meter(record, this.deps.meter, PLANS[await this.planOf(ctx.principal, agent.workspaceId)].quotas['agent-runs'], now);
     } catch (err) {
       await this.ends.abortStart(record, 'start-failed').catch((e: unknown) => this.ends.deferred(record, e));
       throw err instanceof ClaimGoneError ? new ServiceError('unavailable', 'The claim could not be completed; claim again') : err;
