@@ -7,7 +7,7 @@
  */
 import { ServiceError } from '@planning/errors';
 import type { Principal } from '@planning/rpc';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ClaimRecord } from './store/claims.js';
 import { createClaimsHarness, type ClaimsHarness } from './testing/claims-harness.js';
 
@@ -264,6 +264,61 @@ function random(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+describe('write fence: tasks no claim has started on', () => {
+  it('write fence: an agent PATCH to a never-claimed task asks agents-claims nothing; with a token, or once claimed, it asks', async () => {
+    const checks = vi.spyOn(h.rpc, 'checkTaskWrites');
+    const a = agent('agent-a');
+    const issueId = await h.task(projectId);
+    expect(await outcome(write('field', issueId, a))).toBe('ok');
+    expect(await outcome(h.planning.tasks.updateTask({ id: issueId, patch: { status: 'backlog' } }, a))).toBe('ok');
+    expect(checks).not.toHaveBeenCalled();
+    // A presented token is always checked (here: stale, the issue was never claimed).
+    expect(await outcome(write('field', issueId, a, 1))).toBe('work-already-claimed/stale-claim');
+    expect(checks).toHaveBeenCalledTimes(1);
+    const other = await h.task(projectId);
+    const held = await claim(other, a);
+    await h.rpc.releaseClaim({ issueId: other }, { principal: a });
+    expect(held.fencingToken).toBe(1);
+    // Claimed once: the rule decides (here the released holder may write).
+    expect(await outcome(write('field', other, a))).toBe('ok');
+    expect(checks).toHaveBeenCalledTimes(2);
+  });
+
+  it('write fence: another agent claiming between the read of a never-claimed task and its write: the write is refused (409 active-claim) and leaves nothing', async () => {
+    const a = agent('agent-a');
+    const b = agent('agent-b');
+    const tasks = h.planning.planning.tasks;
+    const get = tasks.get.bind(tasks);
+    for (const kind of ['field', 'status'] as const) {
+      const issueId = await h.task(projectId);
+      // The PATCH reads the task as it was; the claim lands before the PATCH writes.
+      let claimed: Awaited<ReturnType<typeof footprint>> | undefined;
+      vi.spyOn(tasks, 'get').mockImplementationOnce(async (id, session) => {
+        const before = await get(id, session);
+        await claim(issueId, b);
+        claimed = await footprint(issueId);
+        return before;
+      });
+      expect(await outcome(write(kind, issueId, a)), kind).toBe('work-already-claimed/active-claim');
+      expect(claimed?.status).toBe('in-progress');
+      expect(await footprint(issueId)).toEqual(claimed);
+      expect((await h.taskRecord(issueId))?.claim?.agentId).toBe('agent-b');
+      vi.restoreAllMocks();
+      // The holder itself, in the same race, writes (as the rule answers it).
+      const own = await h.task(projectId);
+      await h.rpc.releaseClaim({ issueId }, { principal: b });
+      vi.spyOn(tasks, 'get').mockImplementationOnce(async (id, session) => {
+        const before = await get(id, session);
+        await claim(own, a);
+        return before;
+      });
+      expect(await outcome(write('field', own, a)), kind).toBe('ok');
+      vi.restoreAllMocks();
+      await h.rpc.releaseClaim({ issueId: own }, { principal: a });
+    }
+  });
+});
 
 describe('write fence: randomized expiry and takeover sequences', () => {
   it('write fence: 500 expiry/takeover sequences with concurrent stale writes: 0 accepted', async () => {

@@ -109,6 +109,23 @@ function overrideOf(ctx: CallContext, raw: { reason: string } | undefined, patch
   return override;
 }
 
+/**
+ * An agent writing, without a fencing token, to a task no claim has ever started on: the fence
+ * rule of agents-claims (CheckTaskWrites) can only answer "under no claim" (it weighs answered
+ * claims, and a claim is answered only after its start set the task's `lastFencingToken`), so the
+ * call is skipped. The write still carries that fence: a claim started since this read is checked
+ * in the write's transaction (another agent's live claim refuses it, 409 `active-claim`).
+ */
+function neverClaimed(ctx: CallContext, task: TaskRecord, fencingToken: number | undefined): boolean {
+  return ctx.principal.type === 'api-key' && fencingToken === undefined && !task.lastFencingToken && !task.claim && !task.lastClaimEnd;
+}
+
+function unclaimedWriteContext(deps: Pick<TaskServiceDeps, 'tasks'>, ctx: CallContext, task: TaskRecord, now: Date): WriteContext {
+  const wc = writeContextOf(ctx.principal, now);
+  deps.tasks.assertWritable(task, wc);
+  return { ...wc, fences: new Map([[task._id, {}]]) };
+}
+
 /** Precedence of bulk preflight failures: the answer names the most fundamental problem. */
 const FAILURE_ORDER = ['not-found', 'forbidden', 'invalid-input', 'work-already-claimed'];
 
@@ -215,13 +232,15 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
       // list when their counts are 0, and no count query when the latest page is not full.
       const countUnlessShort = async (page: readonly unknown[], count: () => Promise<number>): Promise<number> =>
         page.length < DETAIL_LATEST ? page.length : count();
-      const [comments, activity, evidence, approvals, dependencies, dependents] = await Promise.all([
+      const now = deps.clock();
+      const [comments, activity, evidence, approvals, dependencies, dependents, doneStatus] = await Promise.all([
         records.listComments(task._id, { limit: DETAIL_LATEST, latest: true }),
         tasks.listActivity(task._id, { limit: DETAIL_LATEST, latest: true }),
         task.evidenceCount > 0 ? records.listEvidence(task._id, { limit: LIMITS.acceptanceChecks }) : [],
         records.listApprovals(task._id, { limit: LIMITS.acceptanceChecks }),
         tasks.getMany(task.dependencies),
         task.dependentCount > 0 ? tasks.dependentsOf([task._id], 100) : [],
+        doneStatusOfTask(tasks, task, now),
       ]);
       const [commentCount, activityCount] = await Promise.all([
         countUnlessShort(comments, () => records.countComments(task._id)),
@@ -229,9 +248,8 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
       ]);
       const edges = edgesOf([task], dependents);
       const ref = (t: TaskRecord) => ({ id: t._id, title: t.title, status: t.status });
-      const now = deps.clock();
       return {
-        task: toTaskView(task, healthContext(ctx, now), await doneStatusOfTask(tasks, task, now)),
+        task: toTaskView(task, healthContext(ctx, now), doneStatus),
         comments: comments.reverse().map(toCommentMessage),
         commentCount,
         activity: activity.reverse().map(toActivityMessage),
@@ -252,7 +270,9 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
       const override = overrideOf(ctx, request.override, patch);
       const task = await taskFor(ctx, id, WRITE_TASKS);
       const now = deps.clock();
-      const wc = await fencedWriteContext(deps, ctx, task, patch.status !== undefined ? 'status' : 'field', fencingToken, now);
+      const wc = neverClaimed(ctx, task, fencingToken)
+        ? unclaimedWriteContext(deps, ctx, task, now)
+        : await fencedWriteContext(deps, ctx, task, patch.status !== undefined ? 'status' : 'field', fencingToken, now);
       const result = await tasks.update(id, patch, {
         ...wc,
         ...(override ? { override } : {}),
