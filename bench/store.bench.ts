@@ -31,6 +31,16 @@ const TASKS = Number(process.env.STORE_BENCH_TASKS ?? 100_000);
 const OTHER = Math.round(TASKS / 5);
 const LIMIT = 50;
 const WRITES = Number(process.env.STORE_BENCH_WRITES ?? 200_000);
+/**
+ * STORE_BENCH_QUICK=1: fewer samples per row, docs/benchmarks.md left as it was (for comparing
+ * while working); STORE_BENCH_ONLY=search,writes,process: only those phases (also leaves the docs).
+ * STORE_BENCH_TASKS / STORE_BENCH_WRITES change the sizes.
+ */
+const QUICK = process.env.STORE_BENCH_QUICK === '1';
+const ONLY = new Set((process.env.STORE_BENCH_ONLY ?? 'search,writes,process').split(',').map((s) => s.trim()));
+const PARTIAL = QUICK || ONLY.size < 3 || !['search', 'writes', 'process'].every((p) => ONLY.has(p));
+const SEARCH_ITERATIONS = QUICK ? 60 : 300;
+const OLD_SEARCH_ITERATIONS = QUICK ? 30 : 100;
 
 const scope = (f: SearchFixture) => ({ all: false as const, ids: [f.workspaceId] });
 const by = (over: Partial<TaskSearch>) => (f: SearchFixture): TaskSearch => ({ scope: scope(f), sort: 'priority', direction: 'desc', ...over });
@@ -288,50 +298,57 @@ const bench: Bench = {
   async run(log, progress) {
     const r: Results = { startedOn: machine(), loads: [], searchRows: [], slower: 0, rareP99: [], proc: {} };
     const dir = mkdtempSync(join(tmpdir(), 'store-bench-'));
-    const save = (): Promise<void> => progress(render(r, false));
+    const save = async (): Promise<void> => {
+      if (PARTIAL) return;
+      await progress(render(r, false));
+    };
     try {
       const [oldEngine, newEngine] = await engines(dir);
       // ---- 1. search --------------------------------------------------------------------------
-      r.loads.push(['search', load1()]);
-      log(`building ${TASKS} tasks (+${OTHER}) in each engine`);
-      const oldSearch = await searchFixture(oldEngine!);
-      const newSearch = await searchFixture(newEngine!);
-      for (const [label, search] of CASES) {
-        const a = await measure(() => oldSearch.f.repository.search(search(oldSearch.f), LIMIT), { iterations: 100, warmup: 5, budgetMs: 6_000, minSamples: 10 });
-        const b = await measure(() => newSearch.f.repository.search(search(newSearch.f), LIMIT), { iterations: 300, warmup: 10 });
-        // Once more each, interleaved, so a burst of load on the machine hits both.
-        const a2 = await measure(() => oldSearch.f.repository.search(search(oldSearch.f), LIMIT), { iterations: 100, warmup: 2, budgetMs: 6_000, minSamples: 10 });
-        const b2 = await measure(() => newSearch.f.repository.search(search(newSearch.f), LIMIT), { iterations: 300, warmup: 2 });
-        const old = a.p50 <= a2.p50 ? a : a2;
-        const fresh = b.p50 <= b2.p50 ? b : b2;
-        if (fresh.p50 > old.p50) r.slower++;
-        if (label.startsWith('`q`: rare word')) r.rareP99.push([label, fresh.p99]);
-        r.searchRows.push(`| ${label} | ${ms(old.p50)} | ${ms(old.p99)} | ${ms(fresh.p50)} | ${ms(fresh.p99)} | ${ratio(old.p50, fresh.p50)} |`);
-        log(`${label}: old p50 ${ms(old.p50)} new p50 ${ms(fresh.p50)} p99 ${ms(fresh.p99)}`);
-        await save();
+      if (ONLY.has('search')) {
+        r.loads.push(['search', load1()]);
+        log(`building ${TASKS} tasks (+${OTHER}) in each engine`);
+        const oldSearch = await searchFixture(oldEngine!);
+        const newSearch = await searchFixture(newEngine!);
+        for (const [label, search] of CASES) {
+          const a = await measure(() => oldSearch.f.repository.search(search(oldSearch.f), LIMIT), { iterations: OLD_SEARCH_ITERATIONS, warmup: 5, budgetMs: 6_000, minSamples: 10 });
+          const b = await measure(() => newSearch.f.repository.search(search(newSearch.f), LIMIT), { iterations: SEARCH_ITERATIONS, warmup: 10 });
+          // Once more each, interleaved, so a burst of load on the machine hits both.
+          const a2 = await measure(() => oldSearch.f.repository.search(search(oldSearch.f), LIMIT), { iterations: OLD_SEARCH_ITERATIONS, warmup: 2, budgetMs: 6_000, minSamples: 10 });
+          const b2 = await measure(() => newSearch.f.repository.search(search(newSearch.f), LIMIT), { iterations: SEARCH_ITERATIONS, warmup: 2 });
+          const old = a.p50 <= a2.p50 ? a : a2;
+          const fresh = b.p50 <= b2.p50 ? b : b2;
+          if (fresh.p50 > old.p50) r.slower++;
+          if (label.startsWith('`q`: rare word')) r.rareP99.push([label, fresh.p99]);
+          r.searchRows.push(`| ${label} | ${ms(old.p50)} | ${ms(old.p99)} | ${ms(fresh.p50)} | ${ms(fresh.p99)} | ${ratio(old.p50, fresh.p50)} |`);
+          log(`${label}: old p50 ${ms(old.p50)} new p50 ${ms(fresh.p50)} p99 ${ms(fresh.p99)}`);
+          await save();
+        }
+        await oldSearch.close();
+        await newSearch.close();
       }
-      await oldSearch.close();
-      await newSearch.close();
 
       // ---- 2. writes in process -------------------------------------------------------------
-      r.loads.push(['writes', load1()]);
-      log('task updates and claims in process');
-      const oldUpdates = await updateRates(oldEngine!, 'memory');
-      const newUpdates = await updateRates(newEngine!, 'memory');
-      const fileUpdates = await updateRates(newEngine!, 'file');
-      const oldClaims = await claimRate(oldEngine!, 'memory');
-      const newClaims = await claimRate(newEngine!, 'memory');
-      const fileClaims = await claimRate(newEngine!, 'file');
-      const oldUpdates2 = await updateRates(oldEngine!, 'memory');
-      const newUpdates2 = await updateRates(newEngine!, 'memory');
-      const best = <T extends { concurrent: { perSecond: number } }>(x: T, y: T): T => (x.concurrent.perSecond >= y.concurrent.perSecond ? x : y);
-      r.writes = { ou: best(oldUpdates, oldUpdates2), nu: best(newUpdates, newUpdates2), fileUpdates, oldClaims, newClaims, fileClaims };
-      log(`updates/s old ${r.writes.ou.concurrent.perSecond.toFixed(0)} new ${r.writes.nu.concurrent.perSecond.toFixed(0)}; claims/s old ${oldClaims.perSecond.toFixed(0)} new ${newClaims.perSecond.toFixed(0)}`);
-      await save();
+      if (ONLY.has('writes')) {
+        r.loads.push(['writes', load1()]);
+        log('task updates and claims in process');
+        const oldUpdates = await updateRates(oldEngine!, 'memory');
+        const newUpdates = await updateRates(newEngine!, 'memory');
+        const fileUpdates = await updateRates(newEngine!, 'file');
+        const oldClaims = await claimRate(oldEngine!, 'memory');
+        const newClaims = await claimRate(newEngine!, 'memory');
+        const fileClaims = await claimRate(newEngine!, 'file');
+        const oldUpdates2 = await updateRates(oldEngine!, 'memory');
+        const newUpdates2 = await updateRates(newEngine!, 'memory');
+        const best = <T extends { concurrent: { perSecond: number } }>(x: T, y: T): T => (x.concurrent.perSecond >= y.concurrent.perSecond ? x : y);
+        r.writes = { ou: best(oldUpdates, oldUpdates2), nu: best(newUpdates, newUpdates2), fileUpdates, oldClaims, newClaims, fileClaims };
+        log(`updates/s old ${r.writes.ou.concurrent.perSecond.toFixed(0)} new ${r.writes.nu.concurrent.perSecond.toFixed(0)}; claims/s old ${oldClaims.perSecond.toFixed(0)} new ${newClaims.perSecond.toFixed(0)}`);
+        await save();
+      }
 
       // ---- 3. memory and 4. start-up, a process each ----------------------------------------
       // SQLite first: the old engine's process is the one that may run out of time or memory.
-      for (const engine of ['new', 'old'] as const) {
+      for (const engine of ONLY.has('process') ? (['new', 'old'] as const) : []) {
         const data = join(dir, `data-${engine}`);
         r.loads.push([`${engine === 'old' ? 'old engine' : 'SQLite'} process`, load1()]);
         const p: ProcessResult = {};
@@ -348,6 +365,10 @@ const bench: Bench = {
         }
         await save();
         rmSync(data, { recursive: true, force: true });
+      }
+      if (PARTIAL) {
+        log(`partial run (STORE_BENCH_QUICK / STORE_BENCH_ONLY):\n${render(r, true)}`);
+        return null;
       }
       return render(r, true);
     } finally {
