@@ -22,7 +22,7 @@ import { ID_INDEX, normalizeIndexSpec, sameIndexSpec, toIndexSpec, type Normaliz
 import { encodeKey } from '../document/keys.js';
 import { compileProjection, pathValues, splitPath } from '../document/paths.js';
 import { applyUpdate, compileUpdate, upsertSeed } from '../document/update.js';
-import { isPlainObject, normalizeValue } from '../document/values.js';
+import { cloneValue, isPlainObject, normalizeValue } from '../document/values.js';
 import {
   DuplicateKeyError,
   TransactionConflictError,
@@ -43,6 +43,7 @@ import {
   type UpdateResult,
 } from '../port.js';
 import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
+import { DocCache } from './doc-cache.js';
 import { Durability, syncDirectory } from './durability.js';
 import { plan, type Plan, type PlannerCollection, type PlannerIndex, type PlannerText } from './planner.js';
 import { compileSort, keyed, topK, type Keyed, type SortKey } from './sort.js';
@@ -62,6 +63,11 @@ export interface SqliteStoreOptions {
   expirySweepMs?: number;
   /** SQLite page cache per store in KiB (default 16 384: 16 MiB). */
   cacheKiB?: number;
+  /**
+   * Decoded documents kept for reads, in KiB of their JSON (default 8 192: 8 MiB; 0: none).
+   * Callers always get copies; see `doc-cache.ts`.
+   */
+  documentCacheKiB?: number;
 }
 
 export interface QueryExplain {
@@ -114,6 +120,7 @@ const VERSION_BLOCK = 10_000;
 const STATEMENT_CACHE = 1_000;
 /** Expired documents removed per sweep (one transaction; a larger backlog continues right after). */
 const SWEEP_LIMIT = 5_000;
+const DEFAULT_DOCUMENT_CACHE_KIB = 8_192;
 
 interface Row {
   rid: number;
@@ -140,7 +147,14 @@ interface TextState extends PlannerText {
   insert?: Statement;
   remove?: Statement;
   docs?: Statement;
+  /** Rows written to or removed from the FTS table so far (dates the cached trigram counts). */
+  changes: number;
+  /** Documents per trigram as last counted, with `changes` then (estimates for the planner). */
+  counts: Map<string, { n: number; at: number }>;
 }
+
+/** Trigram counts kept per substring index (cleared when full). */
+const TRIGRAM_COUNTS = 20_000;
 
 class CollState implements PlannerCollection {
   readonly indexes: IndexState[] = [];
@@ -170,8 +184,15 @@ class CollState implements PlannerCollection {
 
   trigramDocs(text: PlannerText, trigram: string): number {
     const t = text as TextState;
+    // Counting reads the trigram's whole doclist: a count is reused until the index has changed
+    // by an eighth of it (at least 64 rows). It only steers the choice of plan, never a result.
+    const known = t.counts.get(trigram);
+    if (known !== undefined && t.changes - known.at <= Math.max(64, known.n >> 3)) return known.n;
     t.docs ??= this.store.prepare(`SELECT doc FROM ${t.vocab} WHERE term = ?`);
-    return (t.docs.get(trigram) as { doc: number } | undefined)?.doc ?? 0;
+    const n = (t.docs.get(trigram) as { doc: number } | undefined)?.doc ?? 0;
+    if (t.counts.size >= TRIGRAM_COUNTS) t.counts.clear();
+    t.counts.set(trigram, { n, at: t.changes });
+    return n;
   }
 
   countRows(sql: string, params: Record<string, unknown>): number {
@@ -307,6 +328,7 @@ class SqliteStore implements SqliteDocumentStore {
   private readonly txns = new WeakMap<StoreSession, Txn>();
   private readonly durability: Durability;
   private readonly clock: () => Date;
+  private readonly docs: DocCache;
   private readonly sweepTimer: ReturnType<typeof setInterval>;
   private version = 0;
   private versionReserved = 0;
@@ -318,6 +340,9 @@ class SqliteStore implements SqliteDocumentStore {
     this.clock = options.clock ?? (() => new Date());
     const sweepMs = options.expirySweepMs ?? DEFAULT_SWEEP_MS;
     if (!Number.isFinite(sweepMs) || sweepMs <= 0) throw new TypeError('expirySweepMs must be a positive number');
+    const cacheKiB = options.documentCacheKiB ?? DEFAULT_DOCUMENT_CACHE_KIB;
+    if (!Number.isInteger(cacheKiB) || cacheKiB < 0) throw new TypeError('documentCacheKiB must be a non-negative integer');
+    this.docs = new DocCache(cacheKiB * 1024);
     const memory = path === MEMORY;
     if (!memory) fs.mkdirSync(pathDir(path), { recursive: true });
     const existed = !memory && fs.existsSync(path);
@@ -335,6 +360,9 @@ class SqliteStore implements SqliteDocumentStore {
       this.db.pragma(`cache_size = -${options.cacheKiB ?? 16_384}`);
       this.db.pragma('temp_store = MEMORY');
       this.db.pragma('foreign_keys = OFF');
+      // Whether the document cache holds a row at a version: SQL then leaves its JSON out.
+      const docs = this.docs;
+      this.db.function('store_cached', { deterministic: false, directOnly: true }, (coll, rid, v) => (docs.has(coll as number, rid as number, v as number) ? 1 : 0));
       this.db.exec(`
         CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS store_collections (no INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
@@ -386,7 +414,7 @@ class SqliteStore implements SqliteDocumentStore {
   private attachIndex(c: CollState, no: number, spec: NormalizedIndexSpec, multikey: boolean): void {
     if (spec.substring) {
       const field = (spec.keys[spec.keys.length - 1] as [string, 1 | -1])[0];
-      c.texts.push({ no, spec, name: spec.name, field, segs: splitPath(field), table: `f_${c.no}_${no}`, vocab: `v_${c.no}_${no}` });
+      c.texts.push({ no, spec, name: spec.name, field, segs: splitPath(field), table: `f_${c.no}_${no}`, vocab: `v_${c.no}_${no}`, changes: 0, counts: new Map() });
       return;
     }
     c.indexes.push({
@@ -508,6 +536,7 @@ class SqliteStore implements SqliteDocumentStore {
     clearInterval(this.sweepTimer);
     await this.durability.close();
     this.statements.clear();
+    this.docs.clear();
     this.db.close();
   }
 
@@ -534,19 +563,55 @@ class SqliteStore implements SqliteDocumentStore {
 
   // ---- reads -------------------------------------------------------------------------------
 
+  /** The document's JSON, or NULL when the document cache holds the row at its version (`alias`: the documents table's name in the statement). */
+  private docColumn(c: CollState, alias: string): string {
+    return `CASE WHEN store_cached(${c.no}, ${alias}.rid, ${alias}.v) THEN NULL ELSE json(${alias}.doc) END`;
+  }
+
+  /**
+   * The documents of rows read by one statement (`doc` NULL: held by the cache). Rows decoded
+   * here join the cache only after all are resolved: the cache answered SQL for every row of the
+   * statement, so nothing may leave it before they are looked up.
+   */
+  private resolve(c: CollState, rows: readonly { rid: number; v: number; doc: string | null }[]): Doc[] {
+    const out = new Array<Doc>(rows.length);
+    const fresh: number[] = [];
+    for (let i = 0; i < rows.length; i++) {
+      const r = rows[i] as { rid: number; v: number; doc: string | null };
+      if (r.doc === null) out[i] = this.cached(c, r.rid, r.v);
+      else {
+        out[i] = decodeJson(r.doc) as Doc;
+        fresh.push(i);
+      }
+    }
+    for (const i of fresh) {
+      const r = rows[i] as { rid: number; v: number; doc: string };
+      this.docs.set(c.no, r.rid, r.v, out[i] as Doc, r.doc.length);
+    }
+    return out;
+  }
+
+  private cached(c: CollState, rid: number, v: number): Doc {
+    const doc = this.docs.get(c.no, rid, v);
+    // SQL left the JSON out because the cache held this version, and nothing leaves the cache
+    // while a statement's rows are being resolved.
+    if (doc === undefined) throw new Error(`store: document cache lost row ${rid} of ${c.name} during a read`);
+    return doc;
+  }
+
   private rowById(c: CollState, id: string): Row | undefined {
-    c.byId ??= this.prepare(`SELECT rid, v, json(doc) AS doc FROM ${c.table} WHERE id = ?`);
-    const row = c.byId.get(id) as { rid: number; v: number; doc: string } | undefined;
-    return row ? { rid: row.rid, v: row.v, doc: decodeJson(row.doc) as Doc } : undefined;
+    c.byId ??= this.prepare(`SELECT rid, v, ${this.docColumn(c, c.table)} AS doc FROM ${c.table} WHERE id = ?`);
+    const row = c.byId.get(id) as { rid: number; v: number; doc: string | null } | undefined;
+    return row ? { rid: row.rid, v: row.v, doc: this.resolve(c, [row])[0] as Doc } : undefined;
   }
 
   private rowsByRid(c: CollState, rids: number[]): Map<number, Row> {
     const out = new Map<number, Row>();
     if (rids.length === 0) return out;
-    const stmt = this.prepare(`SELECT rid, v, json(doc) AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
-    for (const row of stmt.all(JSON.stringify(rids)) as { rid: number; v: number; doc: string }[]) {
-      out.set(row.rid, { rid: row.rid, v: row.v, doc: decodeJson(row.doc) as Doc });
-    }
+    const stmt = this.prepare(`SELECT rid, v, ${this.docColumn(c, c.table)} AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
+    const rows = stmt.all(JSON.stringify(rids)) as { rid: number; v: number; doc: string | null }[];
+    const docs = this.resolve(c, rows);
+    rows.forEach((row, i) => out.set(row.rid, { rid: row.rid, v: row.v, doc: docs[i] as Doc }));
     return out;
   }
 
@@ -555,6 +620,13 @@ class SqliteStore implements SqliteDocumentStore {
    * ids left out (a transaction's overlay).
    */
   select(c: CollState, filter: Filter, matcher: Matcher, sort: SortKey[] | undefined, want: number, exclude?: ReadonlySet<string>): { rows: Row[]; explain: QueryExplain } {
+    const only = onlyId(filter);
+    if (only !== undefined) {
+      // `{_id: "..."}`: the one row by its id, nothing to plan or test (the commonest read).
+      const row = exclude?.has(only) ? undefined : this.rowById(c, only);
+      const explain: QueryExplain = { plan: 'IDHACK', sql: c.byId?.source ?? '', docsExamined: row ? 1 : 0, docsEvaluated: 0, nReturned: 0, inMemorySort: false };
+      return { rows: row && want > 0 ? [row] : [], explain };
+    }
     const p = plan(c, { filter, sort, want, countOnly: false, excludeIds: exclude !== undefined && exclude.size > 0 });
     const params = this.paramsOf(p, exclude);
     const where = [...p.where, `(${p.residual}) IS NOT 0`].join(' AND ');
@@ -563,20 +635,27 @@ class SqliteStore implements SqliteDocumentStore {
     const seen = p.duplicates ? new Set<number>() : undefined;
     const rows: Row[] = [];
     if (p.ordered) {
-      const select = `SELECT c.rid AS rid, c.v AS v, json(c.doc) AS doc, (${p.residual}) AS m`;
+      const select = `SELECT c.rid AS rid, c.v AS v, ${this.docColumn(c, 'c')} AS doc, (${p.residual}) AS m`;
       // Merged runs: SQLite merges the ordered SELECTs of a compound one (no sort step).
       const sql = p.runs
         ? `${p.runs.map((run) => `${select}, ${p.orderColumns} FROM ${p.source} WHERE ${[...run, where].join(' AND ')}`).join(' UNION ALL ')} ${p.orderBy}`
         : `${select} FROM ${p.source} WHERE ${where} ${p.orderBy}`;
       explain.sql = sql;
       if (want > 0) {
-        for (const r of this.prepare(sql).iterate(params) as IterableIterator<{ rid: number; v: number; doc: string; m: number | null }>) {
+        // Decoded here, cached once the statement is done (see `resolve`).
+        const fresh: { rid: number; v: number; doc: Doc; size: number }[] = [];
+        for (const r of this.prepare(sql).iterate(params) as IterableIterator<{ rid: number; v: number; doc: string | null; m: number | null }>) {
           if (seen) {
             if (seen.has(r.rid)) continue;
             seen.add(r.rid);
           }
           explain.docsExamined++;
-          const doc = decodeJson(r.doc) as Doc;
+          let doc: Doc;
+          if (r.doc === null) doc = this.cached(c, r.rid, r.v);
+          else {
+            doc = decodeJson(r.doc) as Doc;
+            fresh.push({ rid: r.rid, v: r.v, doc, size: r.doc.length });
+          }
           if (r.m !== 1) {
             explain.docsEvaluated++;
             if (!matcher(doc)) continue;
@@ -584,6 +663,7 @@ class SqliteStore implements SqliteDocumentStore {
           rows.push({ rid: r.rid, v: r.v, doc });
           if (rows.length >= want) break;
         }
+        for (const f of fresh) this.docs.set(c.no, f.rid, f.v, f.doc, f.size);
       }
       return { rows, explain };
     }
@@ -759,6 +839,7 @@ class SqliteStore implements SqliteDocumentStore {
       if (old === undefined || old === textOf(t, after)) continue;
       t.remove ??= this.prepare(`DELETE FROM ${t.table} WHERE rowid = ?`);
       t.remove.run(rid);
+      t.changes++;
     }
   }
 
@@ -772,6 +853,7 @@ class SqliteStore implements SqliteDocumentStore {
       if (rid === undefined) return;
       c.deleteDoc ??= this.prepare(`DELETE FROM ${c.table} WHERE rid = ?`);
       c.deleteDoc.run(rid);
+      this.docs.delete(c.no, rid);
       if (c.docs !== undefined) c.docs--;
       return;
     }
@@ -787,7 +869,12 @@ class SqliteStore implements SqliteDocumentStore {
       if (c.docs !== undefined) c.docs++;
     } else {
       c.updateDoc ??= this.prepare(`UPDATE ${c.table} SET v = ?, doc = jsonb(?) WHERE rid = ?`);
-      c.updateDoc.run(this.nextVersion(), json, rid);
+      const v = this.nextVersion();
+      c.updateDoc.run(v, json, rid);
+      // A document read before is likely read again: keep its new version (a copy: `after` may
+      // share values with the caller's update). Rolled back, the row keeps its old version and
+      // this entry is never found.
+      if (this.docs.holds(c.no, rid)) this.docs.set(c.no, rid, v, cloneValue(after), json.length);
     }
     for (const { idx, add, multikey } of changes) {
       if (add.length > 0) {
@@ -811,6 +898,7 @@ class SqliteStore implements SqliteDocumentStore {
       if (text === undefined || text === textOf(t, before)) continue;
       t.insert ??= this.prepare(`INSERT INTO ${t.table} (rowid, t) VALUES (?, ?)`);
       t.insert.run(rid, text);
+      t.changes++;
     }
   }
 
@@ -995,6 +1083,7 @@ class SqliteStore implements SqliteDocumentStore {
   reloadCatalog(): void {
     this.collections.clear();
     this.statements.clear();
+    this.docs.clear();
     this.loadCatalog();
   }
 
@@ -1123,6 +1212,14 @@ class SqliteStore implements SqliteDocumentStore {
   }
 }
 
+/** The id of a filter that is exactly `{_id: <string>}`. */
+function onlyId(filter: Filter): string | undefined {
+  const id = filter._id;
+  if (typeof id !== 'string') return undefined;
+  for (const key in filter) if (key !== '_id') return undefined;
+  return id;
+}
+
 function pathDir(file: string): string {
   return path.dirname(path.resolve(file));
 }
@@ -1139,8 +1236,9 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
 
   private out(doc: Doc, projection: unknown): T {
     const compiled = compileProjection(projection);
-    // Documents are decoded fresh for every read: no copy is needed.
-    return (compiled ? compiled.apply(doc) : doc) as T;
+    // The store's documents (cached, or a transaction's buffered ones) are never handed out:
+    // a projection copies, and so does `cloneValue`.
+    return (compiled ? compiled.apply(doc) : cloneValue(doc)) as T;
   }
 
   async createIndexes(specs: readonly IndexSpec[]): Promise<void> {
@@ -1185,7 +1283,8 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     const tx = store.txOf(options);
     const projection = compileProjection(options?.projection);
     const { docs } = await store.read(() => store.query(this.name, filter, pageOf(options), tx), tx !== undefined);
-    return docs.map((d) => (projection ? projection.apply(d) : d) as T);
+    // Copies (see `out`).
+    return docs.map((d) => (projection ? projection.apply(d) : cloneValue(d)) as T);
   }
 
   async explain(filter: Filter, options?: FindOptions): Promise<QueryExplain> {
@@ -1277,7 +1376,7 @@ function pageOf(options: FindOptions | undefined): QueryOptions {
 /** Opens (creating if needed) a store in the SQLite file `options.path`, or in memory for `:memory:`. */
 export function createSqliteStore(options: SqliteStoreOptions): SqliteDocumentStore {
   if (!isPlainObject(options)) throw new TypeError('createSqliteStore needs options');
-  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB'], 'createSqliteStore');
+  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB'], 'createSqliteStore');
   if (typeof options.path !== 'string' || options.path === '') throw new TypeError("path must be a file name or ':memory:'");
   if (options.clock !== undefined && typeof options.clock !== 'function') throw new TypeError('clock must be a function returning a Date');
   return new SqliteStore(options.path, options);
