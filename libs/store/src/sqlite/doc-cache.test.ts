@@ -177,6 +177,31 @@ for (const [where, open] of STORES) {
   });
 }
 
+describe('sqlite store: plans kept for a repeated query', () => {
+  it('are made again when an index turns multikey or a new index is added', async () => {
+    await using(STORES[0][1], async (store) => {
+      const c = store.collection('c');
+      await c.createIndexes([{ name: 'k', keys: { k: 1 } }]);
+      await c.insertMany([
+        { _id: 'a', k: 3 },
+        { _id: 'b', k: 1 },
+        { _id: 'c', k: 2 },
+      ]);
+      const page = { sort: { k: 1 as const }, limit: 10 };
+      expect((await c.find({}, page)).map((d) => d._id)).toEqual(['b', 'c', 'a']);
+      expect(await c.explain({}, page)).toMatchObject({ plan: 'IXSCAN', index: 'k', inMemorySort: false });
+      // An array value: walking the index would meet `d` twice and in the wrong place.
+      await c.insertOne({ _id: 'd', k: [0, 9] });
+      expect((await c.find({}, page)).map((d) => d._id)).toEqual(['d', 'b', 'c', 'a']);
+      expect((await c.find({}, { sort: { k: -1 }, limit: 10 })).map((d) => d._id)).toEqual(['d', 'a', 'c', 'b']);
+      const byN = { n: 5 };
+      expect(await c.explain(byN)).toMatchObject({ plan: 'COLLSCAN' });
+      await c.createIndexes([{ name: 'n', keys: { n: 1 } }]);
+      expect(await c.explain(byN)).toMatchObject({ plan: 'IXSCAN', index: 'n' });
+    });
+  });
+});
+
 describe('DocCache', () => {
   it('finds a row only at the version it holds, and stays within its budget, least recently used first', () => {
     const cache = new DocCache(200);

@@ -156,9 +156,32 @@ interface TextState extends PlannerText {
 /** Trigram counts kept per substring index (cleared when full). */
 const TRIGRAM_COUNTS = 20_000;
 
+/** A query's plan and statement, kept for the same query again (see `SqliteStore.select`). */
+interface PlanMemo {
+  plan: Plan;
+  /** The statement that runs it, and its text (for explain). */
+  stmt: Statement;
+  sql: string;
+  /** `CollState.epoch` when planned. */
+  epoch: number;
+}
+
+/** Plans kept per collection (the least recently used go first). */
+const PLAN_MEMOS = 256;
+/** A collection's writes after which its plans are made again (they chose by counts then). */
+const PLAN_WRITES = 2_000;
+
 class CollState implements PlannerCollection {
   readonly indexes: IndexState[] = [];
   readonly texts: TextState[] = [];
+  /** Plans of recent queries, by the query's exact text (filter values included). */
+  readonly plans = new Map<string, PlanMemo>();
+  /**
+   * Advanced when kept plans may no longer be right (an index turned multikey or was added) or
+   * may have become slow (PLAN_WRITES writes since they were chosen by counting).
+   */
+  epoch = 0;
+  writes = 0;
   /** Documents held (kept up to date by writes; an estimate after a rolled-back write). */
   docs: number | undefined;
   byId?: Statement;
@@ -412,6 +435,7 @@ class SqliteStore implements SqliteDocumentStore {
   }
 
   private attachIndex(c: CollState, no: number, spec: NormalizedIndexSpec, multikey: boolean): void {
+    c.epoch++;
     if (spec.substring) {
       const field = (spec.keys[spec.keys.length - 1] as [string, 1 | -1])[0];
       c.texts.push({ no, spec, name: spec.name, field, segs: splitPath(field), table: `f_${c.no}_${no}`, vocab: `v_${c.no}_${no}`, changes: 0, counts: new Map() });
@@ -619,7 +643,15 @@ class SqliteStore implements SqliteDocumentStore {
    * Committed documents matching `filter`, in `sort` order, at most `want` of them; `exclude`:
    * ids left out (a transaction's overlay).
    */
-  select(c: CollState, filter: Filter, matcher: Matcher, sort: SortKey[] | undefined, want: number, exclude?: ReadonlySet<string>): { rows: Row[]; explain: QueryExplain } {
+  select(
+    c: CollState,
+    filter: Filter,
+    matcher: Matcher,
+    sort: SortKey[] | undefined,
+    want: number,
+    exclude?: ReadonlySet<string>,
+    sortSpec?: SortSpec,
+  ): { rows: Row[]; explain: QueryExplain } {
     const only = onlyId(filter);
     if (only !== undefined) {
       // `{_id: "..."}`: the one row by its id, nothing to plan or test (the commonest read).
@@ -627,7 +659,24 @@ class SqliteStore implements SqliteDocumentStore {
       const explain: QueryExplain = { plan: 'IDHACK', sql: c.byId?.source ?? '', docsExamined: row ? 1 : 0, docsEvaluated: 0, nReturned: 0, inMemorySort: false };
       return { rows: row && want > 0 ? [row] : [], explain };
     }
-    const p = plan(c, { filter, sort, want, countOnly: false, excludeIds: exclude !== undefined && exclude.size > 0 });
+    const excludeIds = exclude !== undefined && exclude.size > 0;
+    // The same query again (a page polled, a repeated lookup) reuses its plan and statement: the
+    // key is the query's exact text, values included, since the planner chose by counting them.
+    const key = `${want}|${excludeIds ? 1 : 0}|${sortSpec === undefined ? '' : encodeJson(sortSpec)}|${encodeJson(filter)}`;
+    let memo = c.plans.get(key);
+    if (memo !== undefined) {
+      c.plans.delete(key);
+      if (memo.epoch === c.epoch) c.plans.set(key, memo);
+      else memo = undefined;
+    }
+    const p = memo?.plan ?? plan(c, { filter, sort, want, countOnly: false, excludeIds });
+    const remember = (sql: string, stmt: Statement): Statement => {
+      if (memo === undefined) {
+        c.plans.set(key, { plan: p, stmt, sql, epoch: c.epoch });
+        if (c.plans.size > PLAN_MEMOS) c.plans.delete(c.plans.keys().next().value as string);
+      }
+      return stmt;
+    };
     const params = this.paramsOf(p, exclude);
     const where = [...p.where, `(${p.residual}) IS NOT 0`].join(' AND ');
     const explain: QueryExplain = { plan: p.kind, sql: '', docsExamined: 0, docsEvaluated: 0, nReturned: 0, inMemorySort: sort !== undefined && !p.ordered };
@@ -635,16 +684,20 @@ class SqliteStore implements SqliteDocumentStore {
     const seen = p.duplicates ? new Set<number>() : undefined;
     const rows: Row[] = [];
     if (p.ordered) {
-      const select = `SELECT c.rid AS rid, c.v AS v, ${this.docColumn(c, 'c')} AS doc, (${p.residual}) AS m`;
-      // Merged runs: SQLite merges the ordered SELECTs of a compound one (no sort step).
-      const sql = p.runs
-        ? `${p.runs.map((run) => `${select}, ${p.orderColumns} FROM ${p.source} WHERE ${[...run, where].join(' AND ')}`).join(' UNION ALL ')} ${p.orderBy}`
-        : `${select} FROM ${p.source} WHERE ${where} ${p.orderBy}`;
+      let sql = memo?.sql;
+      if (sql === undefined) {
+        const select = `SELECT c.rid AS rid, c.v AS v, ${this.docColumn(c, 'c')} AS doc, (${p.residual}) AS m`;
+        // Merged runs: SQLite merges the ordered SELECTs of a compound one (no sort step).
+        sql = p.runs
+          ? `${p.runs.map((run) => `${select}, ${p.orderColumns} FROM ${p.source} WHERE ${[...run, where].join(' AND ')}`).join(' UNION ALL ')} ${p.orderBy}`
+          : `${select} FROM ${p.source} WHERE ${where} ${p.orderBy}`;
+      }
       explain.sql = sql;
+      const stmt = memo?.stmt ?? remember(sql, this.prepare(sql));
       if (want > 0) {
         // Decoded here, cached once the statement is done (see `resolve`).
         const fresh: { rid: number; v: number; doc: Doc; size: number }[] = [];
-        for (const r of this.prepare(sql).iterate(params) as IterableIterator<{ rid: number; v: number; doc: string | null; m: number | null }>) {
+        for (const r of stmt.iterate(params) as IterableIterator<{ rid: number; v: number; doc: string | null; m: number | null }>) {
           if (seen) {
             if (seen.has(r.rid)) continue;
             seen.add(r.rid);
@@ -671,17 +724,21 @@ class SqliteStore implements SqliteDocumentStore {
     // `want`, then fetch only those documents. Values SQL cannot hand over exactly (arrays,
     // sub-documents, paths through arrays) and undecided matches need their documents.
     const sortKeys = sort as SortKey[];
-    const columns = sortKeys.map((k, i) => {
-      if (k.path === '_id') return `'text' AS t${i}, c.id AS v${i}, NULL AS d${i}`;
-      if (!addressable(k.segs)) return `NULL AS t${i}, NULL AS v${i}, NULL AS d${i}, 1 AS x${i}`;
-      return `json_type(c.doc, ${jsonPathSql(k.segs)}) AS t${i}, json_extract(c.doc, ${jsonPathSql(k.segs)}) AS v${i}, json_extract(c.doc, ${jsonPathSql(k.segs, '$date')}) AS d${i}`;
-    });
-    const sql = `SELECT c.rid AS rid, c.id AS id, (${p.residual}) AS m, ${columns.join(', ')} FROM ${p.source} WHERE ${where}`;
+    let sql = memo?.sql;
+    if (sql === undefined) {
+      const columns = sortKeys.map((k, i) => {
+        if (k.path === '_id') return `'text' AS t${i}, c.id AS v${i}, NULL AS d${i}`;
+        if (!addressable(k.segs)) return `NULL AS t${i}, NULL AS v${i}, NULL AS d${i}, 1 AS x${i}`;
+        return `json_type(c.doc, ${jsonPathSql(k.segs)}) AS t${i}, json_extract(c.doc, ${jsonPathSql(k.segs)}) AS v${i}, json_extract(c.doc, ${jsonPathSql(k.segs, '$date')}) AS d${i}`;
+      });
+      sql = `SELECT c.rid AS rid, c.id AS id, (${p.residual}) AS m, ${columns.join(', ')} FROM ${p.source} WHERE ${where}`;
+    }
     explain.sql = sql;
+    const stmt = memo?.stmt ?? remember(sql, this.prepare(sql));
     const items: Keyed<number>[] = [];
     const needDoc: number[] = [];
     const pendingById = new Map<number, { id: string; m: number | null }>();
-    for (const r of this.prepare(sql).all(params) as Record<string, unknown>[]) {
+    for (const r of stmt.all(params) as Record<string, unknown>[]) {
       const rid = r.rid as number;
       if (seen) {
         if (seen.has(rid)) continue;
@@ -753,7 +810,7 @@ class SqliteStore implements SqliteDocumentStore {
     const overlay = this.overlayOf(name, tx);
     const c = this.state(name);
     const exclude = overlay ? new Set(overlay.keys()) : undefined;
-    const selected = c ? this.select(c, filter, matcher, sort, want, exclude) : { rows: [], explain: emptyExplain(sort !== undefined) };
+    const selected = c ? this.select(c, filter, matcher, sort, want, exclude, opts.sort) : { rows: [], explain: emptyExplain(sort !== undefined) };
     let items: { doc: Doc; row?: Row }[] = selected.rows.map((r) => ({ doc: r.doc, row: r }));
     if (overlay) {
       for (const doc of overlay.values()) if (doc && matcher(doc)) items.push({ doc });
@@ -849,6 +906,7 @@ class SqliteStore implements SqliteDocumentStore {
    */
   private store(c: CollState, id: string, row: Row | undefined, before: Doc | null, after: Doc | null, changes: IndexChange[]): void {
     let rid = row?.rid;
+    if (++c.writes % PLAN_WRITES === 0) c.epoch++;
     if (after === null) {
       if (rid === undefined) return;
       c.deleteDoc ??= this.prepare(`DELETE FROM ${c.table} WHERE rid = ?`);
@@ -890,6 +948,7 @@ class SqliteStore implements SqliteDocumentStore {
       }
       if (multikey && !idx.multikey) {
         idx.multikey = true;
+        c.epoch++;
         this.prepare('UPDATE store_indexes SET multikey = 1 WHERE coll = ? AND no = ?').run(c.no, idx.no);
       }
     }
@@ -1074,6 +1133,7 @@ class SqliteStore implements SqliteDocumentStore {
       }
       if (multikey) {
         idx.multikey = true;
+        c.epoch++;
         this.db.prepare('UPDATE store_indexes SET multikey = 1 WHERE coll = ? AND no = ?').run(c.no, no);
       }
     }
