@@ -39,6 +39,11 @@ export interface PlannerText {
   readonly field: string;
   /** SQL name of the FTS5 table. */
   readonly table: string;
+  /**
+   * SQL name of the table of rows whose text changed since the FTS5 table was last brought up to
+   * date (`rid`): candidates whatever their text, the exact test decides.
+   */
+  readonly pending: string;
 }
 
 export interface PlannerCollection {
@@ -325,7 +330,8 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
 
   const chosen = choose(coll, req, candidates, text);
   if (chosen === 'text' && text) {
-    const where = [`c.rid IN (SELECT rowid FROM ${text.text.table} WHERE ${text.text.table} MATCH ${p.add(ftsQuery(text.terms))})`, ...base()];
+    const t = text.text;
+    const where = [`c.rid IN (SELECT rowid FROM ${t.table} WHERE ${t.table} MATCH ${p.add(ftsQuery(text.terms))} UNION ALL SELECT rid FROM ${t.pending})`, ...base()];
     return { ...finish('FTS', docs, where), index: text.text.name };
   }
   if (chosen === undefined || chosen === 'text') return finish('COLLSCAN', docs, base());

@@ -68,6 +68,11 @@ export interface SqliteStoreOptions {
    * Callers always get copies; see `doc-cache.ts`.
    */
   documentCacheKiB?: number;
+  /**
+   * How long after the last write that changed indexed text the substring indexes catch up with
+   * the rows still pending (default 20 ms; they also catch up every 128 rows, and at close).
+   */
+  textIndexDelayMs?: number;
 }
 
 export interface QueryExplain {
@@ -149,9 +154,21 @@ interface TextState extends PlannerText {
   docs?: Statement;
   /** Rows written to or removed from the FTS table so far (dates the cached trigram counts). */
   changes: number;
+  /** Rows in the pending table (about: a rolled-back write may leave it high until the next flush). */
+  pendingRows: number;
+  markPending?: Statement;
   /** Documents per trigram as last counted, with `changes` then (estimates for the planner). */
   counts: Map<string, { n: number; at: number }>;
 }
+
+/**
+ * Rows whose text changed, gathered before the FTS5 table is brought up to date in one go: FTS5
+ * writes a new segment (and merges) at every commit that changed it, so one row per commit costs
+ * several times what a batch costs per row.
+ */
+const TEXT_BATCH = 128;
+/** Pending text rows are indexed this long after the last write that left some (ms). */
+const TEXT_DELAY_MS = 20;
 
 /** Trigram counts kept per substring index (cleared when full). */
 const TRIGRAM_COUNTS = 20_000;
@@ -358,11 +375,17 @@ class SqliteStore implements SqliteDocumentStore {
   private closed = false;
   /** A collection was created by the running write: undo it in memory if the write rolls back. */
   private catalogChanged = false;
+  /** Substring indexes with pending rows (see TEXT_BATCH). */
+  private readonly textsPending = new Set<TextState>();
+  private textTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly textDelayMs: number;
 
   constructor(readonly path: string, options: SqliteStoreOptions) {
     this.clock = options.clock ?? (() => new Date());
     const sweepMs = options.expirySweepMs ?? DEFAULT_SWEEP_MS;
     if (!Number.isFinite(sweepMs) || sweepMs <= 0) throw new TypeError('expirySweepMs must be a positive number');
+    this.textDelayMs = options.textIndexDelayMs ?? TEXT_DELAY_MS;
+    if (!Number.isFinite(this.textDelayMs) || this.textDelayMs < 0) throw new TypeError('textIndexDelayMs must be a non-negative number');
     const cacheKiB = options.documentCacheKiB ?? DEFAULT_DOCUMENT_CACHE_KIB;
     if (!Number.isInteger(cacheKiB) || cacheKiB < 0) throw new TypeError('documentCacheKiB must be a non-negative integer');
     this.docs = new DocCache(cacheKiB * 1024);
@@ -413,6 +436,8 @@ class SqliteStore implements SqliteDocumentStore {
       });
     }, sweepMs);
     this.sweepTimer.unref();
+    // Text rows left pending by the last run.
+    this.scheduleTexts();
   }
 
   // ---- catalog -----------------------------------------------------------------------------
@@ -438,7 +463,12 @@ class SqliteStore implements SqliteDocumentStore {
     c.epoch++;
     if (spec.substring) {
       const field = (spec.keys[spec.keys.length - 1] as [string, 1 | -1])[0];
-      c.texts.push({ no, spec, name: spec.name, field, segs: splitPath(field), table: `f_${c.no}_${no}`, vocab: `v_${c.no}_${no}`, changes: 0, counts: new Map() });
+      const pending = `q_${c.no}_${no}`;
+      // `indexed`: the FTS5 table held a row for `rid` when it became pending (it must be removed).
+      this.db.exec(`CREATE TABLE IF NOT EXISTS ${pending} (rid INTEGER PRIMARY KEY, indexed INTEGER NOT NULL)`);
+      const pendingRows = (this.db.prepare(`SELECT count(*) AS n FROM ${pending}`).get() as { n: number }).n;
+      c.texts.push({ no, spec, name: spec.name, field, segs: splitPath(field), table: `f_${c.no}_${no}`, vocab: `v_${c.no}_${no}`, pending, pendingRows, changes: 0, counts: new Map() });
+      if (pendingRows > 0) this.textsPending.add(c.texts[c.texts.length - 1] as TextState);
       return;
     }
     c.indexes.push({
@@ -510,11 +540,18 @@ class SqliteStore implements SqliteDocumentStore {
     let result: R;
     this.catalogChanged = false;
     try {
-      result = this.db.transaction(fn).immediate();
+      result = this.db
+        .transaction(() => {
+          const r = fn();
+          this.indexTexts(TEXT_BATCH);
+          return r;
+        })
+        .immediate();
     } catch (err) {
       if (this.catalogChanged) this.reloadCatalog();
       throw err;
     }
+    this.scheduleTexts();
     await this.durability.wait(this.durability.commit());
     return result;
   }
@@ -554,9 +591,67 @@ class SqliteStore implements SqliteDocumentStore {
     this.prepare('SELECT 1').get();
   }
 
+  /**
+   * Brings substring indexes with at least `min` pending rows up to date (inside the caller's
+   * SQLite transaction): each pending row's old entry out, its current text in.
+   */
+  private indexTexts(min: number): void {
+    if (this.textsPending.size === 0) return;
+    for (const t of [...this.textsPending]) {
+      if (t.pendingRows < min) continue;
+      const c = [...this.collections.values()].find((x) => x.texts.includes(t));
+      this.textsPending.delete(t);
+      t.pendingRows = 0;
+      if (!c) continue;
+      const rows = this.prepare(`SELECT q.rid AS rid, q.indexed AS indexed, json(c.doc) AS doc FROM ${t.pending} AS q LEFT JOIN ${c.table} AS c ON c.rid = q.rid`).all() as {
+        rid: number;
+        indexed: number;
+        doc: string | null;
+      }[];
+      t.remove ??= this.prepare(`DELETE FROM ${t.table} WHERE rowid = ?`);
+      t.insert ??= this.prepare(`INSERT INTO ${t.table} (rowid, t) VALUES (?, ?)`);
+      for (const r of rows) {
+        if (r.indexed === 1) t.remove.run(r.rid);
+        const text = r.doc === null ? undefined : textOf(t, decodeJson(r.doc) as Doc);
+        if (text !== undefined) t.insert.run(r.rid, text);
+      }
+      t.changes += rows.length;
+      this.prepare(`DELETE FROM ${t.pending}`).run();
+    }
+  }
+
+  /** Pending text rows are indexed once writes pause (`textDelayMs` after the last one). */
+  private scheduleTexts(): void {
+    if (this.textsPending.size === 0 || this.closed) return;
+    if (this.textTimer !== undefined) {
+      this.textTimer.refresh();
+      return;
+    }
+    this.textTimer = setTimeout(() => {
+      this.textTimer = undefined;
+      if (this.closed || this.durability.failed) return;
+      this.write(() => this.indexTexts(1)).catch((err: unknown) => {
+        process.emitWarning(`store text indexing failed: ${(err as Error).message}`);
+      });
+    }, this.textDelayMs);
+    this.textTimer.unref();
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.textTimer !== undefined) clearTimeout(this.textTimer);
+    this.textTimer = undefined;
+    if (this.textsPending.size > 0 && !this.durability.failed) {
+      // Leave the file with its text indexes complete (if this fails, the pending rows stay in
+      // the file and the next open continues them).
+      try {
+        this.db.transaction(() => this.indexTexts(1)).immediate();
+        await this.durability.wait(this.durability.commit());
+      } catch (err) {
+        process.emitWarning(`store text indexing at close failed: ${(err as Error).message}`);
+      }
+    }
     clearInterval(this.sweepTimer);
     await this.durability.close();
     this.statements.clear();
@@ -891,13 +986,7 @@ class SqliteStore implements SqliteDocumentStore {
       idx.remove ??= this.prepare(`DELETE FROM ${idx.table} WHERE ${idx.fields.map((_, i) => `k${i} = ?`).join(' AND ')} AND id = ?`);
       for (const key of remove) idx.remove.run(...key, id);
     }
-    for (const t of c.texts) {
-      const old = textOf(t, before);
-      if (old === undefined || old === textOf(t, after)) continue;
-      t.remove ??= this.prepare(`DELETE FROM ${t.table} WHERE rowid = ?`);
-      t.remove.run(rid);
-      t.changes++;
-    }
+    this.markTexts(c, rid, before, after);
   }
 
   /**
@@ -952,12 +1041,21 @@ class SqliteStore implements SqliteDocumentStore {
         this.prepare('UPDATE store_indexes SET multikey = 1 WHERE coll = ? AND no = ?').run(c.no, idx.no);
       }
     }
+    if (!row) this.markTexts(c, rid, null, after);
+  }
+
+  /**
+   * Marks the row's text as changed: the FTS5 table catches up in a batch (`indexTexts`); until
+   * then queries take pending rows as candidates. The first mark after a catch-up records
+   * whether the FTS5 table holds the row (it then holds `before`'s text).
+   */
+  private markTexts(c: CollState, rid: number, before: Doc | null, after: Doc | null): void {
     for (const t of c.texts) {
-      const text = textOf(t, after);
-      if (text === undefined || text === textOf(t, before)) continue;
-      t.insert ??= this.prepare(`INSERT INTO ${t.table} (rowid, t) VALUES (?, ?)`);
-      t.insert.run(rid, text);
-      t.changes++;
+      const old = textOf(t, before);
+      if (old === textOf(t, after)) continue;
+      t.markPending ??= this.prepare(`INSERT INTO ${t.pending} (rid, indexed) VALUES (?, ?) ON CONFLICT (rid) DO NOTHING`);
+      if (t.markPending.run(rid, old === undefined ? 0 : 1).changes > 0) t.pendingRows++;
+      this.textsPending.add(t);
     }
   }
 
@@ -1436,7 +1534,7 @@ function pageOf(options: FindOptions | undefined): QueryOptions {
 /** Opens (creating if needed) a store in the SQLite file `options.path`, or in memory for `:memory:`. */
 export function createSqliteStore(options: SqliteStoreOptions): SqliteDocumentStore {
   if (!isPlainObject(options)) throw new TypeError('createSqliteStore needs options');
-  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB'], 'createSqliteStore');
+  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs'], 'createSqliteStore');
   if (typeof options.path !== 'string' || options.path === '') throw new TypeError("path must be a file name or ':memory:'");
   if (options.clock !== undefined && typeof options.clock !== 'function') throw new TypeError('clock must be a function returning a Date');
   return new SqliteStore(options.path, options);

@@ -3,6 +3,9 @@
  * (`text.includes(q)`) on text with Unicode and punctuation, for short and long queries, after
  * updates and deletes, and inside a transaction.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { escapeRegExp } from '../regex.js';
 import { createSqliteStore } from './sqlite-store.js';
@@ -121,6 +124,58 @@ describe('substring index (FTS5 trigram)', () => {
       expect(trigrams('a👍🏽b')).toEqual(['a👍🏽', '👍🏽b']);
     } finally {
       await store.close();
+    }
+  });
+
+  it('text: rows whose text changed are found at once, before the trigram index catches up in a batch; it has caught up after a pause and at close', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'text-pending-'));
+    const file = path.join(dir, 'store.sqlite');
+    type Internal = { db: { prepare(sql: string): { get(): unknown } } };
+    const pendingRows = (store: unknown): number => ((store as Internal).db.prepare('SELECT count(*) AS n FROM q_1_1').get() as { n: number }).n;
+    const ids = (docs: { _id: unknown }[]): string[] => docs.map((d) => String(d._id));
+    try {
+      // Pending rows wait for a batch, or for the end of the test's pause.
+      let store = createSqliteStore({ path: file, textIndexDelayMs: 1500 });
+      let c = store.collection('docs');
+      await c.createIndexes([{ name: 'text', keys: { text: 1 }, substring: true }]);
+      await c.insertMany(Array.from({ length: 300 }, (_, i) => ({ _id: `d${String(i).padStart(3, '0')}`, text: `plain text ${i}` })));
+      // 300 rows in one write: at least a batch, caught up inside the write.
+      expect(pendingRows(store)).toBe(0);
+      // Fewer than a batch: pending until the pause ends.
+      await c.insertMany([{ _id: 'p1', text: 'plain pending one' }, { _id: 'p2', text: 'plain pending two' }]);
+      expect(pendingRows(store)).toBe(2);
+      expect(ids(await c.find({ text: { $regex: 'pending' } }, { sort: { _id: 1 } }))).toEqual(['p1', 'p2']);
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      expect(pendingRows(store)).toBe(0);
+      expect(ids(await c.find({ text: { $regex: 'pending' } }, { sort: { _id: 1 } }))).toEqual(['p1', 'p2']);
+      expect(ids(await c.find({ text: { $regex: 'text 29' } }, { sort: { _id: 1 } }))).toEqual(['d029', 'd290', 'd291', 'd292', 'd293', 'd294', 'd295', 'd296', 'd297', 'd298', 'd299']);
+
+      // Changed, deleted, a row id reused: found (or not) at once, while the rows are pending.
+      await c.updateOne({ _id: 'd001' }, { $set: { text: 'now with a needle' } });
+      await c.updateOne({ _id: 'd002' }, { $set: { other: 1 } });
+      await c.deleteOne({ _id: 'd299' });
+      await c.insertOne({ _id: 'e', text: 'another needle, plain text 299' });
+      expect(pendingRows(store)).toBe(3);
+      expect(await c.explain({ text: { $regex: 'needle' } })).toMatchObject({ plan: 'FTS', nReturned: 2 });
+      expect(ids(await c.find({ text: { $regex: 'needle' } }, { sort: { _id: 1 } }))).toEqual(['d001', 'e']);
+      expect(ids(await c.find({ text: { $regex: 'plain text 1' } }))).not.toContain('d001');
+      expect(ids(await c.find({ text: { $regex: 'text 299' } }))).toEqual(['e']);
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      expect(pendingRows(store)).toBe(0);
+      expect(ids(await c.find({ text: { $regex: 'needle' } }, { sort: { _id: 1 } }))).toEqual(['d001', 'e']);
+      expect(ids(await c.find({ text: { $regex: 'text 299' } }))).toEqual(['e']);
+
+      // Pending at close: caught up before the file is let go; the reopened store agrees.
+      await c.updateOne({ _id: 'd003' }, { $set: { text: 'a last needle' } });
+      expect(pendingRows(store)).toBe(1);
+      await store.close();
+      store = createSqliteStore({ path: file, textIndexDelayMs: 1500 });
+      c = store.collection('docs');
+      expect(pendingRows(store)).toBe(0);
+      expect(ids(await c.find({ text: { $regex: 'needle' } }, { sort: { _id: 1 } }))).toEqual(['d001', 'd003', 'e']);
+      await store.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });
