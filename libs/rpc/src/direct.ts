@@ -4,7 +4,8 @@
  * span) and the error mapping are the gRPC path's (see invoke.ts); what is left out is the wire:
  * no HTTP/2, no binary codec, no principal signature. Messages stay isolated: the handler gets a
  * checked copy of the request and the caller a copy of the response, so neither end can change
- * an object the other holds.
+ * an object the other holds. A call made with a response view gets the view's bytes instead of a
+ * copy of the response (see views.ts): a string rendered from it shares nothing with it.
  */
 import { create, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
 import { Metadata } from '@grpc/grpc-js';
@@ -15,6 +16,7 @@ import { grpcCodeName } from './errors.js';
 import { invokeHandler, type BoundHandler, type HandlerOutcome } from './invoke.js';
 import { checkedCopy, copyMessage } from './isolate.js';
 import { ANONYMOUS_PRINCIPAL, copyPrincipal, type Principal } from './principal.js';
+import { RenderedResponse, utf8, type ResponseView } from './views.js';
 import { TRACER_NAME } from './trace-metadata.js';
 import { resolveDeadline, type RpcCallOptions, type RpcClient, type ServiceImplementation } from './types.js';
 
@@ -234,7 +236,7 @@ export function createDirectClient<S extends DescService>(service: S, options: D
       signal?.addEventListener('abort', onAbort, { once: true });
 
       void services
-        .invoke({
+        .invoke<Message | RenderedResponse>({
           service: service.typeName,
           method: method.localName,
           request: input,
@@ -242,7 +244,7 @@ export function createDirectClient<S extends DescService>(service: S, options: D
           deadline,
           controller,
           parent: trace.setSpan(context.active(), span),
-          finish: copyMessage,
+          finish: callOptions.view ? renderWith(callOptions.view as unknown as ResponseView) : (response: Message) => copyMessage(response),
         })
         .then((outcome) => {
           if (!outcome.ok) {
@@ -256,10 +258,14 @@ export function createDirectClient<S extends DescService>(service: S, options: D
           cleanup();
           endClientSpan(span);
           record(0);
-          resolve(outcome.value);
+          resolve(outcome.value as Message);
         });
     });
   }
 
   return stub as RpcClient<S>;
+}
+
+function renderWith(view: ResponseView): (response: Message) => RenderedResponse {
+  return (response) => new RenderedResponse(utf8(view.render(response)));
 }

@@ -1,6 +1,7 @@
 import type { DescMessage, DescService, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
 import type { Metadata } from '@grpc/grpc-js';
 import type { Context } from '@opentelemetry/api';
+import type { ResponseView } from './views.js';
 import type { Principal } from './principal.js';
 
 /** What a handler knows about the call besides the request. */
@@ -41,6 +42,11 @@ export interface RpcCallOptions {
   deadline?: Date | undefined;
   /** Cancels the call; it then fails with `unavailable`. */
   signal?: AbortSignal;
+  /**
+   * Asks for the response rendered by this view (see views.ts): a transport that can run it where
+   * the response is made resolves with a `RenderedResponse`, any other with the message.
+   */
+  view?: ResponseView<never>;
 }
 
 /** One method per RPC, named by the method's lowerCamelCase local name, plus `close()`. */

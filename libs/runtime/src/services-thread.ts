@@ -8,7 +8,7 @@
  */
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import type { DescService } from '@bufbuild/protobuf';
-import { createPrincipalSigner, createRpcClient, type RpcClient } from '@planning/rpc';
+import { createPrincipalSigner, createRpcClient, viewRegistry, type ResponseView, type RpcClient } from '@planning/rpc';
 import type { BusExports, RpcClientsExports, RpcServerExports } from './infra.js';
 import type { ProcessConfig, ServiceName } from './process-config.js';
 import type { ModuleDefinition } from './registry.js';
@@ -160,14 +160,19 @@ function dialLater<S extends DescService>(service: S, dial: () => RpcClient<S>):
 }
 
 /** In the services thread: answers the gateway thread's calls, publishes and readiness checks. */
-export function createThreadPortModule(port: MessagePort, onListening: (grpcAddress: string) => void = () => {}): ModuleDefinition {
+export function createThreadPortModule(
+  port: MessagePort,
+  onListening: (grpcAddress: string) => void = () => {},
+  /** The response views the gateway's thread may ask for (rendered here, see thread-port.ts). */
+  views: readonly ResponseView<never>[] = [],
+): ModuleDefinition {
   return {
     name: 'thread-port',
     deps: ['bus', 'rpc-server'],
     async init(ctx) {
       const server = ctx.get<RpcServerExports>('rpc-server');
       const { bus } = ctx.get<BusExports>('bus');
-      serveThreadPort(port, { services: server.local, bus: () => bus, ready: () => ctx.runtime.ready(), logger: ctx.logger });
+      serveThreadPort(port, { services: server.local, bus: () => bus, ready: () => ctx.runtime.ready(), logger: ctx.logger, views: viewRegistry(views) });
       return {
         async start() {
           onListening(server.localAddress());

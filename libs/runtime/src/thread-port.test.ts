@@ -2,7 +2,7 @@ import { MessageChannel } from 'node:worker_threads';
 import { createInProcessBus, type EventEnvelope } from '@planning/bus';
 import { ServiceError } from '@planning/errors';
 import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
-import { createLocalServices, type CallContext, type Principal, type ServiceImplementation } from '@planning/rpc';
+import { createLocalServices, RenderedResponse, renderedBody, type CallContext, type Principal, type ResponseView, type ServiceImplementation } from '@planning/rpc';
 import { createLogger } from '@planning/telemetry';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createThreadPortClient, serveThreadPort } from './thread-port.js';
@@ -16,6 +16,19 @@ afterEach(() => {
   }
 });
 
+type ListAnswer = { workspaces: { id: string; name: string }[] };
+const NAMES_VIEW: ResponseView<ListAnswer> = {
+  name: 'test.workspace-names',
+  render: (r) => JSON.stringify({ names: r.workspaces.map((w) => w.name) }),
+};
+
+const BROKEN_VIEW: ResponseView<ListAnswer> = {
+  name: 'test.broken',
+  render: () => {
+    throw new Error('the view failed');
+  },
+};
+
 function setup(handlers: Partial<ServiceImplementation<typeof WorkspaceService>>) {
   const services = createLocalServices({ logger: createLogger({ name: 'thread-port-test', level: 'silent' }) });
   const fail = async (): Promise<never> => {
@@ -26,7 +39,8 @@ function setup(handlers: Partial<ServiceImplementation<typeof WorkspaceService>>
   const bus = createInProcessBus();
   const channel = new MessageChannel();
   channels.push(channel);
-  serveThreadPort(channel.port2, { services, bus: () => bus, ready: async () => ({ ok: true, notRunning: [], details: { here: true } }), logger: { error() {} } });
+  const views = new Map([NAMES_VIEW, BROKEN_VIEW].map((v) => [v.name, v as unknown as ResponseView]));
+  serveThreadPort(channel.port2, { services, bus: () => bus, ready: async () => ({ ok: true, notRunning: [], details: { here: true } }), logger: { error() {} }, views });
   const port = createThreadPortClient(channel.port1);
   return { port, bus, client: port.client(WorkspaceService) };
 }
@@ -50,6 +64,40 @@ describe('thread port', () => {
     res.workspace!.name = 'changed by the caller';
     expect(kept.name).toBe('Kept');
     expect(res.$typeName).toBe('planning.issues.v1.CreateWorkspaceResponse');
+  });
+
+  it('thread port: a call with a response view answers the view’s bytes, rendered from the response message; the callee keeps nothing the caller holds', async () => {
+    const kept = [{ id: 'ws_1', name: 'Första "quoted"' }];
+    const { client } = setup({ listWorkspaces: async () => ({ workspaces: kept }) });
+    const answer: unknown = await client.listWorkspaces({}, { principal: USER, view: NAMES_VIEW });
+    expect(answer).toBeInstanceOf(RenderedResponse);
+    const body = (answer as RenderedResponse).body;
+    expect(JSON.parse(Buffer.from(body).toString('utf8'))).toEqual({ names: ['Första "quoted"'] });
+    // The bytes are the caller's own (transferred): changing them changes nothing on the other side.
+    body.fill(0);
+    const again = (await client.listWorkspaces({}, { principal: USER, view: NAMES_VIEW })) as unknown as RenderedResponse;
+    expect(JSON.parse(Buffer.from(again.body).toString('utf8'))).toEqual({ names: ['Första "quoted"'] });
+    expect(kept[0]!.name).toBe('Första "quoted"');
+  });
+
+  it('thread port: a view the services side does not know answers the message, which the caller renders to the same bytes', async () => {
+    const { client } = setup({ listWorkspaces: async () => ({ workspaces: [{ id: 'ws_1', name: 'One' }] }) });
+    const unknown: ResponseView<ListAnswer> = { ...NAMES_VIEW, name: 'test.not-registered' };
+    const answer = await client.listWorkspaces({}, { principal: USER, view: unknown });
+    expect(answer).not.toBeInstanceOf(RenderedResponse);
+    const rendered = (await client.listWorkspaces({}, { principal: USER, view: NAMES_VIEW })) as unknown as RenderedResponse;
+    expect(Buffer.from(renderedBody(unknown, answer as unknown as ListAnswer)).equals(Buffer.from(rendered.body))).toBe(true);
+  });
+
+  it('thread port: a call with a view still fails with the handler’s error, and a view that throws is internal', async () => {
+    const { client } = setup({
+      getWorkspace: async () => {
+        throw new ServiceError('not-found', 'Workspace not found');
+      },
+      listWorkspaces: async () => ({ workspaces: [{ id: 'ws_1', name: 'One' }] }),
+    });
+    await expect(client.getWorkspace({ id: 'x' }, { view: NAMES_VIEW as unknown as ResponseView<never> })).rejects.toMatchObject({ code: 'not-found' });
+    await expect(client.listWorkspaces({}, { view: BROKEN_VIEW })).rejects.toMatchObject({ code: 'internal', message: 'Internal error' });
   });
 
   it('thread port: errors arrive with code, message and details; a bad request value never crosses', async () => {

@@ -3,7 +3,9 @@
  * JSON) and the services' worker thread. A MessagePort carries unary calls to the services'
  * handlers (the same `LocalServices.invoke` the direct transport uses, so the same CallContext,
  * spans and error mapping), event publishes to the worker's bus, readiness and shutdown.
- * Structured clone is the isolation: neither thread can reach the other's objects.
+ * Structured clone is the isolation: neither thread can reach the other's objects. A call made
+ * with a response view (libs/rpc views.ts) is answered with the view's bytes, rendered in the
+ * services' thread and transferred: nothing of the response is cloned or left shared.
  */
 import type { MessagePort } from 'node:worker_threads';
 import type { DescMethod, DescService, Message } from '@bufbuild/protobuf';
@@ -16,23 +18,26 @@ import {
   beginClientCall,
   endClientSpan,
   grpcCodeName,
+  RenderedResponse,
+  utf8,
   type LocalServices,
   type Principal,
   type RpcCallOptions,
+  type ResponseView,
   type RpcClient,
 } from '@planning/rpc';
 
 type Carrier = Record<string, string>;
 
 type Request =
-  | { t: 'call'; id: number; service: string; method: string; request: Message; principal: Principal; deadline: number; trace: Carrier }
+  | { t: 'call'; id: number; service: string; method: string; request: Message; principal: Principal; deadline: number; trace: Carrier; view?: string }
   | { t: 'cancel'; id: number; why: 'deadline' | 'cancelled' }
   | { t: 'publish'; id: number; event: EventEnvelope; headers: Record<string, string> }
   | { t: 'ping'; id: number }
   | { t: 'ready'; id: number };
 
 type Reply =
-  | { t: 'ok'; id: number; value: unknown }
+  | { t: 'ok'; id: number; value: unknown; rendered?: true }
   | { t: 'error'; id: number; code: string; message: string; details: ErrorDetails };
 
 export interface ReadyReport {
@@ -49,6 +54,8 @@ export function serveThreadPort(
     bus: () => EventBus | undefined;
     ready: () => Promise<ReadyReport>;
     logger: { error(obj: object, msg?: string): void };
+    /** The response views this thread renders, by name (a call naming another gets the message). */
+    views?: ReadonlyMap<string, ResponseView>;
   },
 ): void {
   const running = new Map<number, AbortController>();
@@ -62,6 +69,7 @@ export function serveThreadPort(
       case 'call': {
         const controller = new AbortController();
         running.set(message.id, controller);
+        const view = message.view === undefined ? undefined : target.views?.get(message.view);
         void target.services
           .invoke({
             service: message.service,
@@ -71,13 +79,18 @@ export function serveThreadPort(
             deadline: new Date(message.deadline),
             controller,
             parent: propagation.extract(ROOT_CONTEXT, message.trace),
-            // Posting the message copies it: nothing more to isolate.
-            finish: (response) => response,
+            // Posting the message copies it, and the view's bytes are transferred: nothing more to isolate.
+            finish: (response): unknown => (view ? utf8(view.render(response)) : response),
           })
           .then((outcome) => {
             running.delete(message.id);
             if (!outcome.ok) return fail(message.id, outcome.error);
             try {
+              if (view) {
+                const body = outcome.value as Uint8Array;
+                port.postMessage({ t: 'ok', id: message.id, value: body, rendered: true } satisfies Reply, [body.buffer as ArrayBuffer]);
+                return;
+              }
               reply({ t: 'ok', id: message.id, value: outcome.value });
             } catch (err) {
               // A result that cannot be copied across (a function, a symbol): the call's internal error.
@@ -131,7 +144,7 @@ export function createThreadPortClient(port: MessagePort): ThreadPortClient {
     const waiting = pending.get(message.id);
     if (!waiting) return;
     pending.delete(message.id);
-    if (message.t === 'ok') waiting.resolve(message.value);
+    if (message.t === 'ok') waiting.resolve(message.rendered ? new RenderedResponse(message.value as Uint8Array) : message.value);
     else waiting.reject(new ServiceError(isErrorCode(message.code) ? message.code : 'internal', message.message, message.details));
   });
 
@@ -160,6 +173,7 @@ export function createThreadPortClient(port: MessagePort): ThreadPortClient {
       principal: options.principal ?? defaultPrincipal,
       deadline: deadline.getTime(),
       trace: carrier,
+      ...(options.view ? { view: options.view.name } : {}),
     });
     return new Promise<Message>((resolve, reject) => {
       let settled = false;

@@ -1,5 +1,9 @@
 import { ServiceError } from '@planning/errors';
+import type { SearchTasksResponse } from '@planning/proto/planning/issues/v1/tasks_pb';
+import { renderedBody, type RenderedResponse } from '@planning/rpc';
 import type { FastifyInstance } from 'fastify';
+import { ISSUE_PAGE_VIEW } from '../views.js';
+import { sendJsonBody } from './paging.js';
 import type { GatewayDeps } from '../deps.js';
 import { component, errors, ok, page, pageInfo } from '../openapi.js';
 import {
@@ -230,9 +234,9 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
       },
       config: { access: { auth: 'session-or-token', scope: 'issues:read' } },
     },
-    async (request) => {
+    async (request, reply) => {
       const q = request.query;
-      const result = await tasks.searchTasks(
+      const result: SearchTasksResponse | RenderedResponse = await tasks.searchTasks(
         {
           workspaceId: q.workspaceId,
           projectId: q.projectId,
@@ -251,17 +255,10 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
           limit: q.limit,
           cursor: q.cursor,
         },
-        { principal: request.principal },
+        // A page of up to 200 issues: the services' thread renders it (see views.ts).
+        { principal: request.principal, view: ISSUE_PAGE_VIEW },
       );
-      return {
-        data: {
-          issues: result.tasks.map(issueJson),
-          ...(q.includeDependencyGraph
-            ? { dependencyGraph: { edges: (result.dependencyGraph?.edges ?? []).map((e) => ({ sourceIssueId: e.sourceIssueId, targetIssueId: e.targetIssueId })) } }
-            : {}),
-        },
-        page: { nextCursor: result.nextCursor ?? null },
-      };
+      return sendJsonBody(reply, renderedBody(ISSUE_PAGE_VIEW, result));
     },
   );
 

@@ -1,4 +1,5 @@
 import { ServiceError } from '@planning/errors';
+import type { FastifyReply } from 'fastify';
 
 /** Page size rules of DECISIONS §11 for lists the gateway answers itself: `limit` 1–200, else at most 500. */
 export function pageLimit(limit: number | undefined): number {
@@ -15,4 +16,12 @@ export function decodeCursor(cursor: string | undefined): string | undefined {
   const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
   if (!/^[A-Za-z0-9_:.-]{1,200}$/.test(decoded)) throw new ServiceError('invalid-input', "'cursor' is not a valid cursor", { field: 'cursor' });
   return decoded;
+}
+
+/**
+ * Answers with JSON already rendered (a response view's bytes): the route's response schema
+ * documents it, fastify's serializer is skipped. The content type is the one fastify gives JSON.
+ */
+export function sendJsonBody(reply: FastifyReply, body: Uint8Array): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
 }

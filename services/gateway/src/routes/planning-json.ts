@@ -6,6 +6,7 @@
  */
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import { component, entityRefSchema } from '../openapi.js';
+import { issueJson } from '../views.js';
 import type { InitiativeSchema, ProgramSchema } from '@planning/proto/planning/issues/v1/programs_pb';
 import type { ContextPackItemSchema, MilestoneSchema, ProjectSchema } from '@planning/proto/planning/issues/v1/projects_pb';
 import type {
@@ -18,7 +19,6 @@ import type {
   GetTaskResponseSchema,
   TaskContractSchema,
   TaskRefSchema,
-  TaskViewSchema,
   TimeEntrySchema,
 } from '@planning/proto/planning/issues/v1/tasks_pb';
 
@@ -94,59 +94,8 @@ export function initiativeJson(i: Shape<typeof InitiativeSchema>) {
   };
 }
 
-/** An issue with its health and next action, as search, create, patch and detail return it. */
-export function issueJson(view: Shape<typeof TaskViewSchema>) {
-  const t = view.task;
-  const h = view.health;
-  if (!t) throw new Error('issue view without a task');
-  const instructions = t.agent?.instructions;
-  return {
-    id: t.id,
-    workspaceId: t.workspaceId,
-    projectId: t.projectId,
-    milestoneId: t.milestoneId ?? null,
-    initiativeId: t.initiativeId ?? null,
-    parentId: t.parentId ?? null,
-    title: t.title,
-    description: t.description,
-    status: t.status,
-    priority: t.priority,
-    labels: t.labels,
-    dueDate: t.dueDate ?? null,
-    estimate: t.estimate ?? null,
-    dependencies: t.dependencies,
-    acceptanceChecks: t.acceptanceChecks.map((c) => ({ id: c.id, title: c.title, done: c.done ?? false })),
-    agent: {
-      assignedAgentId: t.agent?.assignedAgentId ?? null,
-      readiness: t.agent?.readiness ?? 'not-ready',
-      instructions: {
-        objective: instructions?.objective ?? '',
-        constraints: instructions?.constraints ?? [],
-        expectedOutput: instructions?.expectedOutput ?? '',
-        verification: instructions?.verification ?? [],
-        permissions: instructions?.permissions ?? [],
-        escalation: instructions?.escalation ?? '',
-      },
-    },
-    openDependencyCount: t.openDependencyCount,
-    dependentCount: t.dependentCount,
-    timeLoggedMinutes: t.timeLoggedMinutes,
-    evidenceCount: t.evidenceCount,
-    createdAt: t.createdAt,
-    updatedAt: t.updatedAt,
-    createdBy: t.createdBy,
-    version: t.version,
-    lastActivityAt: t.lastActivityAt,
-    nextAction: h?.nextAction ?? '',
-    taskHealth: {
-      blocksAgentClaim: h?.blocksAgentClaim ?? false,
-      reasons: h?.reasons ?? [],
-      firstReminder: h?.firstReminder ? { kind: h.firstReminder.kind, message: h.firstReminder.message } : null,
-      reminders: (h?.reminders ?? []).map((r) => ({ kind: r.kind, message: r.message })),
-      safeNextActions: (h?.safeNextActions ?? []).map((a) => ({ action: a.action, description: a.description })),
-    },
-  };
-}
+// issueJson lives with the response views (the services' thread renders pages with it).
+export { issueJson };
 
 const parseJson = (text: string | undefined): unknown => (text === undefined ? undefined : JSON.parse(text));
 
