@@ -586,7 +586,7 @@ const bench: Bench = {
       '',
       'Reading the rows: internal calls no longer go through loopback gRPC (no protobuf encoding, no principal signing, no HTTP/2 framing inside the process). ' +
         "With the services' thread the gateway's half of a request (HTTP parsing, authentication, rate limit, request meter, JSON) and the services' half (access check, store reads and writes, outbox) run on different cores, so under load they overlap instead of queueing on one event loop; " +
-        'a call crosses between the threads as a structured clone, which costs most where messages are large (a 200-task page is copied once each way), and the second isolate costs memory (the idle RSS above). ' +
+        "a call crosses between the threads as a structured clone, except a page of issues, which the services' thread renders as its REST JSON and transfers as bytes (no copy of the page as objects, no mapping or serialising in the gateway's thread), and the second isolate costs memory (the idle RSS above). " +
         'The anchors bound what the machine gives this run: a request cannot be cheaper than the bare hello, and the stub shows what one loopback gRPC hop alone costs.',
       '',
       distributedFailure
