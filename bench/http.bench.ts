@@ -589,6 +589,11 @@ const bench: Bench = {
         "a call crosses between the threads as a structured clone, except a page of issues, which the services' thread renders as its REST JSON and transfers as bytes (no copy of the page as objects, no mapping or serialising in the gateway's thread), and the second isolate costs memory (the idle RSS above). " +
         'The anchors bound what the machine gives this run: a request cannot be cheaper than the bare hello, and the stub shows what one loopback gRPC hop alone costs.',
       '',
+      "Per request on these rows: the gateway reuses an API key it looked up for `API_KEY_CACHE_MS` (2 s; a revoke applies at once on the replica that made it, docs/auth.md) instead of reading the key store each time; " +
+        "a claim makes two calls to the issues service (the task's target, its start) and meters under the plan the token's principal carries; " +
+        "an agent's `PATCH` of a task no claim ever started on does not ask agents-claims for its fence (the write's transaction still checks the task's claim mirror). " +
+        'Every durable write waits for its group commit; the claim row writes four times per claim and three per release, one after the other.',
+      '',
       distributedFailure
         ? `Distributed mode: not measured in this run (${distributedFailure}).`
         : `Distributed mode (one process per service, NATS JetStream, Redis, embedded stores, the gateways' store shared through the mongo-wire test server; \`GET /api/issues/{id}\`, ${CONNECTIONS} connections): ` +
