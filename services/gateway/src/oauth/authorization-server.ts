@@ -72,8 +72,11 @@ export interface IssuedAccessToken {
 }
 
 export interface AuthorizationServer {
-  readonly provider: Provider;
-  readonly errors: OidcModule['errors'];
+  /**
+   * The library's provider. It is built on first use (the first `/oauth/` request, sign-in page or
+   * OAuth access token): a process where nobody signs in through MCP never loads the library.
+   */
+  provider(): Promise<Provider>;
   /** The token the value names, if the server issued it and it has not expired or been revoked. */
   findAccessToken(value: string): Promise<IssuedAccessToken | undefined>;
   /** Ends a grant in the server: its codes, refresh tokens and the Grant itself (access tokens die with the grant record). */
@@ -108,10 +111,79 @@ const GRANT_BOUND_MODELS = ['AccessToken', 'RefreshToken', 'AuthorizationCode'] 
 const CONSUMED_LABELS: Readonly<Record<string, string>> = { AuthorizationCode: 'authorization code', RefreshToken: 'refresh token' };
 
 export async function createAuthorizationServer(options: AuthorizationServerOptions): Promise<AuthorizationServer> {
+  const { state } = options;
+  const backendFor = (model: string) => (DURABLE_MODELS.has(model) ? state.durable : state.hot);
+  // oidc-provider, Koa and their dependencies hold some megabytes of heap once loaded: read on the
+  // first request that needs them, once (concurrent first requests share the one load; a failed
+  // load is tried again by the next request).
+  let loading: Promise<LoadedProvider> | undefined;
+  const load = (): Promise<LoadedProvider> => {
+    loading ??= buildProvider(options, backendFor).catch((err: unknown) => {
+      loading = undefined;
+      throw err;
+    });
+    return loading;
+  };
+
+  /** Hands the request to the library, which writes the whole response; fastify stays out of it. */
+  const handOver = async (request: FastifyRequest, reply: FastifyReply, path?: string) => {
+    const { callback } = await load();
+    reply.hijack();
+    const req = request.raw as IncomingMessage;
+    if (path) req.url = path + (req.url?.includes('?') ? req.url.slice(req.url.indexOf('?')) : '');
+    await new Promise<void>((resolve) => {
+      (reply.raw as ServerResponse).once('close', resolve);
+      void callback(req, reply.raw as ServerResponse);
+    });
+  };
+
+  return {
+    provider: async () => (await load()).provider,
+    async findAccessToken(value) {
+      const { provider } = await load();
+      const token = await provider.AccessToken.find(value);
+      if (!token || token.isExpired) return undefined;
+      return {
+        grantId: token.grantId,
+        clientId: token.clientId ?? '',
+        accountId: token.accountId,
+        audience: token.aud === undefined ? [] : Array.isArray(token.aud) ? token.aud : [token.aud],
+        scopes: (token.scope ?? '').split(' ').filter(Boolean),
+        expiresAt: token.exp ?? 0,
+      };
+    },
+    async revokeGrant(grantId) {
+      // Codes and refresh tokens go, so nothing new is issued. Access tokens stay until they expire
+      // (minutes): the resource server refuses them from the next request on because the grant
+      // record says revoked, and its audit event can say so (`revoked-grant`).
+      await Promise.all(['RefreshToken', 'AuthorizationCode'].map((model) => backendFor(model).revokeByGrantId(model, grantId)));
+      await backendFor('Grant').destroy('Grant', grantId);
+    },
+    async routes(app) {
+      await app.register(async (scope) => {
+        // The library reads the body itself (form posts at the token, registration and revocation endpoints).
+        scope.removeAllContentTypeParsers();
+        scope.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+        const hidden = { schema: { hide: true } };
+        scope.all('/oauth/*', hidden, (request, reply) => handOver(request, reply));
+        scope.get('/.well-known/openid-configuration', hidden, (request, reply) => handOver(request, reply));
+        // RFC 8414 §3: the metadata of an issuer without a path, where MCP clients look first.
+        scope.get('/.well-known/oauth-authorization-server', hidden, (request, reply) => handOver(request, reply, '/.well-known/openid-configuration'));
+      });
+    },
+  };
+}
+
+interface LoadedProvider {
+  provider: Provider;
+  callback: ReturnType<Provider['callback']>;
+}
+
+/** Loads oidc-provider and configures the server. */
+async function buildProvider(options: AuthorizationServerOptions, backendFor: (model: string) => StateBackend): Promise<LoadedProvider> {
   const oidc = await importOidcProvider();
   const { errors } = oidc;
-  const { site, state, grants, outbox, logger } = options;
-  const backendFor = (model: string) => (DURABLE_MODELS.has(model) ? state.durable : state.hot);
+  const { site, grants, outbox, logger } = options;
 
   /** The grant family ends: server state first (so no token works any more), then the record and the audit event. */
   const endFamily = async (grantId: string, reason: GrantRevokeReason, by: string): Promise<void> => {
@@ -264,51 +336,5 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     })().catch((err: unknown) => logger.error({ err, grantId }, 'oauth: could not record a refresh'));
   });
 
-  const callback = provider.callback();
-  /** Hands the request to the library, which writes the whole response; fastify stays out of it. */
-  const handOver = async (request: FastifyRequest, reply: FastifyReply, path?: string) => {
-    reply.hijack();
-    const req = request.raw as IncomingMessage;
-    if (path) req.url = path + (req.url?.includes('?') ? req.url.slice(req.url.indexOf('?')) : '');
-    await new Promise<void>((resolve) => {
-      (reply.raw as ServerResponse).once('close', resolve);
-      void callback(req, reply.raw as ServerResponse);
-    });
-  };
-
-  return {
-    provider,
-    errors,
-    async findAccessToken(value) {
-      const token = await provider.AccessToken.find(value);
-      if (!token || token.isExpired) return undefined;
-      return {
-        grantId: token.grantId,
-        clientId: token.clientId ?? '',
-        accountId: token.accountId,
-        audience: token.aud === undefined ? [] : Array.isArray(token.aud) ? token.aud : [token.aud],
-        scopes: (token.scope ?? '').split(' ').filter(Boolean),
-        expiresAt: token.exp ?? 0,
-      };
-    },
-    async revokeGrant(grantId) {
-      // Codes and refresh tokens go, so nothing new is issued. Access tokens stay until they expire
-      // (minutes): the resource server refuses them from the next request on because the grant
-      // record says revoked, and its audit event can say so (`revoked-grant`).
-      await Promise.all(['RefreshToken', 'AuthorizationCode'].map((model) => backendFor(model).revokeByGrantId(model, grantId)));
-      await backendFor('Grant').destroy('Grant', grantId);
-    },
-    async routes(app) {
-      await app.register(async (scope) => {
-        // The library reads the body itself (form posts at the token, registration and revocation endpoints).
-        scope.removeAllContentTypeParsers();
-        scope.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
-        const hidden = { schema: { hide: true } };
-        scope.all('/oauth/*', hidden, (request, reply) => handOver(request, reply));
-        scope.get('/.well-known/openid-configuration', hidden, (request, reply) => handOver(request, reply));
-        // RFC 8414 §3: the metadata of an issuer without a path, where MCP clients look first.
-        scope.get('/.well-known/oauth-authorization-server', hidden, (request, reply) => handOver(request, reply, '/.well-known/openid-configuration'));
-      });
-    },
-  };
+  return { provider, callback: provider.callback() };
 }

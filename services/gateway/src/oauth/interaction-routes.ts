@@ -51,7 +51,8 @@ export interface InteractionOptions {
 
 export async function interactionRoutes(app: FastifyInstance, deps: GatewayDeps, options: InteractionOptions): Promise<void> {
   const { server, grants } = options;
-  const provider = server.provider;
+  // The provider is loaded on the first sign-in request (see authorization-server.ts).
+  const provider = (): ReturnType<AuthorizationServer['provider']> => server.provider();
   const access = createRemoteAccess(deps.rpc.workspaces);
 
   const send = (reply: FastifyReply, status: number, html: string) => reply.status(status).headers(PAGE_HEADERS).send(html);
@@ -59,15 +60,16 @@ export async function interactionRoutes(app: FastifyInstance, deps: GatewayDeps,
 
   /** The interaction this browser is in (its cookie must match the uid), with the client that asks. */
   const interactionOf = async (request: FastifyRequest<{ Params: { uid: string } }>, reply: FastifyReply) => {
+    const oidc = await provider();
     let details;
     try {
-      details = await provider.interactionDetails(request.raw, reply.raw);
+      details = await oidc.interactionDetails(request.raw, reply.raw);
     } catch {
       return undefined;
     }
     if (details.uid !== request.params.uid) return undefined;
     const clientId = String(details.params.client_id ?? '');
-    const client = await provider.Client.find(clientId).catch(() => undefined);
+    const client = await oidc.Client.find(clientId).catch(() => undefined);
     if (!client) return undefined;
     const redirect = typeof details.params.redirect_uri === 'string' ? details.params.redirect_uri : undefined;
     const redirectOrigin = redirect && URL.canParse(redirect) ? new URL(redirect).origin : null;
@@ -217,7 +219,7 @@ export async function interactionRoutes(app: FastifyInstance, deps: GatewayDeps,
       const clientId = interaction.view.clientId;
       const now = deps.clock();
       const grantId = GrantRepository.newId();
-      const grant = new provider.Grant({ accountId: user._id, clientId });
+      const grant = new (await provider()).Grant({ accountId: user._id, clientId });
       grant.jti = grantId;
       // The scopes are the resource's and the server's own (see authorization-server.ts): granted in
       // both; what was asked for and not granted is recorded as refused, so the server does not ask again.
@@ -252,14 +254,14 @@ export async function interactionRoutes(app: FastifyInstance, deps: GatewayDeps,
         data: { subject: { type: 'oauth-grant', id: grantId }, outcome: 'allowed', agentId },
       });
       reply.hijack();
-      await provider.interactionFinished(request.raw, reply.raw, { login: { accountId: user._id }, consent: { grantId } }, { mergeWithLastSubmission: false });
+      await (await provider()).interactionFinished(request.raw, reply.raw, { login: { accountId: user._id }, consent: { grantId } }, { mergeWithLastSubmission: false });
     });
 
     scope.post<{ Params: { uid: string } }>(`${INTERACTION_PATH}/:uid/abort`, hidden, async (request, reply) => {
       const interaction = await interactionOf(request, reply);
       if (!interaction) return fail(reply, 400, 'invalid_request', 'This sign-in has expired or belongs to another browser.');
       reply.hijack();
-      await provider.interactionFinished(request.raw, reply.raw, { error: 'access_denied', error_description: 'The user declined the request' }, { mergeWithLastSubmission: false });
+      await (await provider()).interactionFinished(request.raw, reply.raw, { error: 'access_denied', error_description: 'The user declined the request' }, { mergeWithLastSubmission: false });
     });
   });
 }

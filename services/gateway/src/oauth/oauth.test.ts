@@ -137,8 +137,9 @@ describe('oauth: the resource server refuses what it must', () => {
       },
       new Date(),
     );
-    const client = await server.provider.Client.find('client-1');
-    const token = new server.provider.AccessToken({ client: client!, accountId: 'usr_1', grantId, gty: 'authorization_code', scope: options.scope ?? 'issues:read issues:write agents:execute', aud: options.aud ?? site.mcpUrl });
+    const provider = await server.provider();
+    const client = await provider.Client.find('client-1');
+    const token = new provider.AccessToken({ client: client!, accountId: 'usr_1', grantId, gty: 'authorization_code', scope: options.scope ?? 'issues:read issues:write agents:execute', aud: options.aud ?? site.mcpUrl });
     return { grantId, value: await token.save() };
   }
   const refusal = (promise: Promise<unknown>) => promise.then(() => 'accepted', (err: unknown) => (err instanceof CredentialRefused ? `${err.status} ${err.reason}` : String(err)));

@@ -11,7 +11,6 @@
  */
 import { ServiceError } from '@planning/errors';
 import type { Collection, DocumentStore, StoredDocument } from '@planning/store';
-import { createClient } from 'redis';
 
 export type Payload = Record<string, unknown> & { grantId?: string; uid?: string; userCode?: string; consumed?: number };
 
@@ -99,17 +98,23 @@ export async function createStoreBackend(store: DocumentStore, clock: () => Date
  */
 export function createRedisBackend(options: { url: string; keyPrefix?: string }): StateBackend {
   const prefix = options.keyPrefix ?? 'planning:oauth:';
-  const client = createClient({
-    url: options.url,
-    disableOfflineQueue: true,
-    commandOptions: { timeout: 1_000 },
-    socket: {
-      connectTimeout: 2_000,
-      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 10), 1_000) + Math.floor(Math.random() * 50),
-    },
+  // The Redis client's code is read only when Redis is configured (a process without it never loads it).
+  const loading = import('redis').then(({ createClient }) => {
+    const client = createClient({
+      url: options.url,
+      disableOfflineQueue: true,
+      commandOptions: { timeout: 1_000 },
+      socket: {
+        connectTimeout: 2_000,
+        reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 10), 1_000) + Math.floor(Math.random() * 50),
+      },
+    });
+    client.on('error', () => {});
+    return client;
   });
-  client.on('error', () => {});
-  const connecting = client.connect().catch(() => undefined);
+  const connecting = loading.then((client) => client.connect()).catch(() => undefined);
+  let client!: Awaited<typeof loading>;
+  void loading.then((loaded) => (client = loaded));
   const call = async <T>(fn: () => Promise<T>): Promise<T> => {
     await connecting;
     try {
@@ -132,6 +137,7 @@ export function createRedisBackend(options: { url: string; keyPrefix?: string })
     async upsert(model, id, payload, expiresIn) {
       const { consumed: _consumed, ...rest } = payload;
       const ttl = expiresIn ? { EX: expiresIn } : {};
+      await connecting;
       const multi = client.multi().set(key(model, id), JSON.stringify(rest), ttl);
       if (payload.uid) multi.set(indexKey(model, 'uid', payload.uid), id, ttl);
       if (payload.userCode) multi.set(indexKey(model, 'userCode', payload.userCode), id, ttl);
@@ -168,7 +174,8 @@ export function createRedisBackend(options: { url: string; keyPrefix?: string })
     },
     async close() {
       await connecting;
-      if (!client.isOpen) return;
+      // (Undefined only when the client's code could not be loaded: nothing to close.)
+      if (!client?.isOpen) return;
       if (client.isReady) await client.close();
       else client.destroy();
     },
