@@ -6,7 +6,7 @@
  * are ports into the worker (see thread-port.ts). Calls between services inside the worker stay
  * direct.
  */
-import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort, type ResourceLimits } from 'node:worker_threads';
 import type { DescService } from '@bufbuild/protobuf';
 import { createPrincipalSigner, createRpcClient, viewRegistry, type ResponseView, type RpcClient } from '@planning/rpc';
 import type { BusExports, RpcClientsExports, RpcServerExports } from './infra.js';
@@ -34,7 +34,10 @@ export interface ServicesThreadExports {
  * The main thread's handle on the services' worker: starts it (and waits until every service in
  * it runs), reports its readiness, and stops it last.
  */
-export function createServicesThreadModule(entry: URL, options: { execArgv?: string[] } = {}): ModuleDefinition<undefined, ServicesThreadExports> {
+export function createServicesThreadModule(
+  entry: URL,
+  options: { execArgv?: string[]; resourceLimits?: ResourceLimits } = {},
+): ModuleDefinition<undefined, ServicesThreadExports> {
   return {
     name: 'services-thread',
     deps: [],
@@ -46,7 +49,12 @@ export function createServicesThreadModule(entry: URL, options: { execArgv?: str
         port: channel.port2,
         logLevel: typeof logLevel === 'string' ? logLevel : ctx.config.LOG_LEVEL,
       };
-      const worker = new Worker(entry, { workerData: data, transferList: [channel.port2], ...(options.execArgv ? { execArgv: options.execArgv } : {}) });
+      const worker = new Worker(entry, {
+        workerData: data,
+        transferList: [channel.port2],
+        ...(options.execArgv ? { execArgv: options.execArgv } : {}),
+        ...(options.resourceLimits ? { resourceLimits: options.resourceLimits } : {}),
+      });
       const port = createThreadPortClient(channel.port1);
       let stopping = false;
       const lifecycle = (t: Lifecycle['t']): Promise<Lifecycle> =>
