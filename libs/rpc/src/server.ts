@@ -3,11 +3,10 @@ import * as grpc from '@grpc/grpc-js';
 import { ROOT_CONTEXT, propagation } from '@opentelemetry/api';
 import { ServiceError } from '@planning/errors';
 import type { Logger } from '@planning/telemetry';
-import { HealthImplementation, type ServingStatus } from 'grpc-health-check';
+import type { HealthImplementation, ServingStatus } from 'grpc-health-check';
 import { serviceErrorToStatus } from './errors.js';
 import { invokeHandler, type BoundHandler } from './invoke.js';
 import { PRINCIPAL_HEADER, PRINCIPAL_SIGNATURE_HEADER, type PrincipalVerifier } from './principal.js';
-import { addReflection } from './reflection.js';
 import { metadataGetter } from './trace-metadata.js';
 import { MAX_MESSAGE_BYTES, type ServiceImplementation } from './types.js';
 
@@ -55,16 +54,19 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
   let boundPort: number | undefined;
   let stopping: Promise<void> | undefined;
 
-  const health = new HealthImplementation({ '': 'NOT_SERVING' });
+  // The health service and reflection (grpc-health-check, @grpc/reflection and the protobuf.js
+  // they load) are read when the server starts: a process that only makes calls (the gateway's
+  // thread of an all-in-one process) never holds them.
+  let health: HealthImplementation | undefined;
   const statuses = new Map<string, ServingStatus>([['', 'NOT_SERVING']]);
   const setStatus = (name: string, status: ServingStatus): void => {
     statuses.set(name, status);
-    health.setStatus(name, status);
+    health?.setStatus(name, status);
   };
   // Health Watch streams never end on their own and would hold a graceful shutdown until the
   // timeout, so they are tracked and ended once NOT_SERVING has been sent.
   const watches = new Set<grpc.ServerWritableStream<unknown, unknown>>();
-  health.addToServer({
+  const addHealth = (implementation: HealthImplementation): void => implementation.addToServer({
     addService(definition: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) {
       const watch = implementation.watch as grpc.handleServerStreamingCall<unknown, unknown>;
       server.addService(definition, {
@@ -158,8 +160,14 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
     async start() {
       if (state !== 'new') throw new Error('start(): the server was already started');
       state = 'starting';
-      if (options.reflection ?? true) addReflection(server, services);
       try {
+        const [{ HealthImplementation: Health }, reflection] = await Promise.all([
+          import('grpc-health-check'),
+          options.reflection ?? true ? import('./reflection.js') : undefined,
+        ]);
+        health = new Health(Object.fromEntries(statuses));
+        addHealth(health);
+        reflection?.addReflection(server, services);
         boundPort = await new Promise<number>((resolve, reject) => {
           server.bindAsync(hostPort(options.host, options.port), grpc.ServerCredentials.createInsecure(), (err, port) =>
             err ? reject(err) : resolve(port),
