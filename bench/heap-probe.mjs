@@ -1,23 +1,26 @@
 // Loaded with `node --import` into a copy of the bundle started only to read its memory (the idle
 // RSS of the benchmark comes from a process without it). Every thread (the main thread and the
-// services' worker, which inherits the flag) waits for HEAP_PROBE_TRIGGER to exist, then writes its
-// V8 heap spaces to `<HEAP_PROBE_OUT>.<thread id>.json`.
-import { existsSync, writeFileSync } from 'node:fs';
-import { clearInterval, setInterval } from 'node:timers';
+// services' worker, which inherits the flag) watches HEAP_PROBE_TRIGGER: each time the file holds
+// a new label, the thread writes its V8 heap spaces to `<HEAP_PROBE_OUT>.<label>.<thread id>.json`.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { setInterval } from 'node:timers';
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import { isMainThread, threadId } from 'node:worker_threads';
 
 const trigger = process.env.HEAP_PROBE_TRIGGER;
 const out = process.env.HEAP_PROBE_OUT;
 if (trigger && out) {
+  let last = '';
   const timer = setInterval(() => {
     if (!existsSync(trigger)) return;
-    clearInterval(timer);
+    const label = readFileSync(trigger, 'utf8').trim();
+    if (!label || label === last) return;
+    last = label;
     const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name.replace(/_space$/, ''), { committed: s.space_size, used: s.space_used_size }]));
     const heap = getHeapStatistics();
     writeFileSync(
-      `${out}.${threadId}.json`,
-      JSON.stringify({ thread: isMainThread ? 'main' : 'services', rss: process.memoryUsage.rss(), committed: heap.total_heap_size, used: heap.used_heap_size, external: heap.external_memory ?? 0, malloced: heap.malloced_memory, spaces }),
+      `${out}.${label}.${threadId}.json`,
+      JSON.stringify({ thread: isMainThread ? 'main' : 'services', rss: process.memoryUsage.rss(), committed: heap.total_heap_size, used: heap.used_heap_size, spaces }),
     );
   }, 100);
   timer.unref();

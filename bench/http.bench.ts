@@ -30,7 +30,7 @@ const WRITES = Number(process.env.HTTP_BENCH_WRITES ?? 100_000);
 const OPEN_LOOP_SECONDS = 20;
 /** HTTP_BENCH_QUICK=1: only the closed-loop rows (for comparing builds or settings quickly); the section is not rewritten. */
 const QUICK = process.env.HTTP_BENCH_QUICK === '1';
-/** HTTP_BENCH_ONLY=byId,patch: only these closed-loop rows (with QUICK); HTTP_BENCH_ONLY=distributed: only the distributed phase. */
+/** HTTP_BENCH_ONLY=byId,patch: only these closed-loop rows (with QUICK); HTTP_BENCH_ONLY=distributed: only the distributed phase; HTTP_BENCH_ONLY=memory: only the idle memory breakdown. */
 const ONLY = new Set((process.env.HTTP_BENCH_ONLY ?? '').split(',').filter(Boolean));
 /** HTTP_BENCH_PROFILE=<folder>: the bundle runs with --cpu-prof into that folder (one profile per thread). */
 const PROFILE = process.env.HTTP_BENCH_PROFILE;
@@ -501,13 +501,21 @@ interface ThreadHeap {
   spaces: Record<string, { committed: number; used: number }>;
 }
 
+/** Seconds the heap probe's copy of the bundle idles before its second reading (V8's memory reducer has run by then). */
+const SETTLE_SECONDS = Number(process.env.HTTP_BENCH_SETTLE_SECONDS ?? 150);
+
+interface HeapReading {
+  rssMb: number;
+  threads: ThreadHeap[];
+}
+
 /**
  * Where the idle bundle's memory is: a copy started only for this with bench/heap-probe.mjs
- * (`--import`), 3 s after `/ready` like the idle RSS, reporting each thread's V8 heap spaces. The
- * rest of the resident set is outside the V8 heaps (Node's own code and data, the second isolate,
- * native addons, malloc).
+ * (`--import`), read 3 s after `/ready` like the idle RSS and again after SETTLE_SECONDS of
+ * idling, each thread's V8 heap spaces. The rest of the resident set is outside the V8 heaps
+ * (Node's own code and data, the second isolate, native addons, malloc).
  */
-async function heapBreakdown(adminPassword: string): Promise<{ rssMb: number; threads: ThreadHeap[] } | undefined> {
+async function heapBreakdown(adminPassword: string, log: (line: string) => void): Promise<{ start: HeapReading; settled: HeapReading } | undefined> {
   const dir = mkdtempSync(join(tmpdir(), 'planning-bench-heap-'));
   const port = await getFreePort();
   const env = {
@@ -525,20 +533,30 @@ async function heapBreakdown(adminPassword: string): Promise<{ rssMb: number; th
     HEAP_PROBE_OUT: join(dir, 'heap'),
   };
   const proc = await spawnNode(['--import', join(ROOT, 'bench/heap-probe.mjs'), join(ROOT, 'dist/main.mjs')], env, port, '/ready');
-  try {
-    await new Promise((r) => setTimeout(r, 3_000));
+  const read = async (label: string): Promise<HeapReading> => {
     const rss = rssMb(proc.child.pid);
-    writeFileSync(env.HEAP_PROBE_TRIGGER, '');
+    writeFileSync(env.HEAP_PROBE_TRIGGER, label);
     const threads = await eventually(
       async () => {
-        const files = readdirSync(dir).filter((name) => name.startsWith('heap.') && name.endsWith('.json'));
+        const files = readdirSync(dir).filter((name) => name.startsWith(`heap.${label}.`) && name.endsWith('.json'));
         return files.length >= 2 ? files.map((name) => JSON.parse(readFileSync(join(dir, name), 'utf8')) as ThreadHeap) : undefined;
       },
       10_000,
       'heap probe',
     );
     return { rssMb: rss, threads: threads.sort((a, b) => a.thread.localeCompare(b.thread)) };
-  } catch {
+  };
+  try {
+    await new Promise((r) => setTimeout(r, 3_000));
+    const start = await read('start');
+    log(`idle memory 3 s after start: ${describeHeaps(start)}`);
+    log(`idling ${SETTLE_SECONDS} s for the settled reading`);
+    await new Promise((r) => setTimeout(r, SETTLE_SECONDS * 1000));
+    const settled = await read('settled');
+    log(`idle memory after ${SETTLE_SECONDS} s: ${describeHeaps(settled)}`);
+    return { start, settled };
+  } catch (err) {
+    log(`heap probe failed: ${(err as Error).message}`);
     return undefined;
   } finally {
     await proc.stop();
@@ -547,7 +565,7 @@ async function heapBreakdown(adminPassword: string): Promise<{ rssMb: number; th
 }
 
 /** "main thread: 80 MB of heap (new 32, old 44, …); services thread: …; outside the V8 heaps 70 MB". */
-function describeHeaps(heaps: { rssMb: number; threads: ThreadHeap[] }): string {
+function describeHeaps(heaps: HeapReading): string {
   const m = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
   const threads = heaps.threads.map((t) => {
     const spaces = Object.entries(t.spaces)
@@ -581,6 +599,11 @@ const bench: Bench = {
         `distributed: one gateway ${fmt(only.oneGateway?.rps ?? 0)}/s, two ${fmt(only.twoGateways?.rps ?? 0)}/s (${((only.twoGateways?.rps ?? 0) / (only.oneGateway?.rps ?? 1)).toFixed(2)} ×); ` +
           `the rest costs ${bound.othersPerGateway.toFixed(2)} × the gateway's CPU per request: ceiling ${bound.ceiling.toFixed(2)} × on ${cpus().length} cores`,
       );
+      return null;
+    }
+    if (ONLY.size === 1 && ONLY.has('memory')) {
+      // HTTP_BENCH_ONLY=memory: where the idle bundle's memory is, alone (the section is not rewritten).
+      await heapBreakdown(`pw-${randomBytes(12).toString('hex')}`, log);
       return null;
     }
     const quickSummary = () =>
@@ -629,8 +652,7 @@ const bench: Bench = {
     let heapNote: string;
     let claimRate = 0;
     let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
-    const heaps = QUICK ? undefined : await heapBreakdown(adminPassword);
-    if (heaps) log(`idle memory: ${describeHeaps(heaps)}`);
+    const heaps = QUICK ? undefined : await heapBreakdown(adminPassword, log);
     const two = await startApp('on', !QUICK);
     const one = await startApp('off', false);
     const app = two.proc;
@@ -778,10 +800,13 @@ const bench: Bench = {
       '',
       `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}).`,
       '',
-      `Where the idle memory is (a copy of the bundle started for this with bench/heap-probe.mjs, same layout and timing): ${heaps ? describeHeaps(heaps) : 'not measured in this run'}. ` +
+      (heaps
+        ? `Where the idle memory is (a copy of the bundle started for this with bench/heap-probe.mjs, the same layout): 3 s after start, RSS ${mb(heaps.start.rssMb)}: ${describeHeaps(heaps.start)}. ` +
+          `The same process after ${SETTLE_SECONDS} s of idling, once V8's memory reducer has run (it shrinks a new space back to 1 MB and compacts the old space when allocation has stayed low for a while; the main thread's took about 110 s in trials): RSS **${mb(heaps.settled.rssMb)}**: ${describeHeaps(heaps.settled)}. `
+        : 'Where the idle memory is: not measured in this run. ') +
         'Loaded only on first use: the OAuth authorization server (oidc-provider with Koa, on the first `/oauth/` request, sign-in page or OAuth access token), the Redis, NATS, MongoDB and AWS clients (when configured). ' +
         "The services' thread runs with a 12 MB young generation (`resourceLimits`); the gateway's thread cannot be given one from inside the process (V8 fixes the main isolate's semi-space limit when Node creates it, before any of the bundle runs), " +
-        'so its new space keeps the 2 × 16 MB it grows to while the modules load. ' +
+        'so its new space keeps the 2 × 16 MB it grows to while the modules load until the memory reducer gives it back. ' +
         'What stays is code and the objects modules build when imported: each thread holds its own copy of what both import (fastify, zod schemas, protobuf descriptors, grpc-js, OpenTelemetry), and the second isolate itself costs about 12 MB (an idle Node worker).',
       '',
       'Reading the rows: internal calls no longer go through loopback gRPC (no protobuf encoding, no principal signing, no HTTP/2 framing inside the process). ' +
