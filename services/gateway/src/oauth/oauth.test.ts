@@ -11,7 +11,8 @@ import { deriveKeys } from './keys.js';
 import { insufficientScopeChallenge, protectedResourceMetadata, unauthorizedChallenge } from './resource-metadata.js';
 import { delegableScopes, parseScopes } from './scopes.js';
 import { siteOf } from './site.js';
-import { createRedisBackend, createStoreBackend, type StateBackend } from './state.js';
+import { createRedisBackend } from './redis-state.js';
+import { createStoreBackend, type StateBackend } from './state.js';
 
 const quietLogger = { error() {}, warn() {}, info() {}, debug() {} } as unknown as FastifyBaseLogger;
 

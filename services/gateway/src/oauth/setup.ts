@@ -14,7 +14,7 @@ import { interactionRoutes } from './interaction-routes.js';
 import { deriveKeys } from './keys.js';
 import { protectedResourceRoutes, type ProtectedResource } from './resource-metadata.js';
 import type { Site } from './site.js';
-import { createRedisBackend, createStoreBackend, type StateBackend } from './state.js';
+import { createStoreBackend, type StateBackend } from './state.js';
 
 export interface OAuthRuntime {
   resource: ProtectedResource;
@@ -69,7 +69,7 @@ export async function startOAuth(deps: GatewayDeps, options: OAuthOptions): Prom
   }
 
   const durable = await createStoreBackend(options.store, deps.clock);
-  const hot: StateBackend = options.redisUrl ? createRedisBackend({ url: options.redisUrl }) : durable;
+  const hot: StateBackend = options.redisUrl ? (await import('./redis-state.js')).createRedisBackend({ url: options.redisUrl }) : durable;
   const server = await createAuthorizationServer({
     site,
     keys: deriveKeys(settings.OAUTH_KEYS_SECRET ?? options.internalSecret),
