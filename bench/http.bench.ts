@@ -501,6 +501,21 @@ interface ThreadHeap {
   spaces: Record<string, { committed: number; used: number }>;
 }
 
+/** The all-in-one bundle's environment on loopback ports of its own, without the demo workspace. */
+async function bundleEnv(port: number, adminPassword: string, servicesThread: 'on' | 'off') {
+  return {
+    PORT: String(port),
+    GRPC_PORT: String(await getFreePort()),
+    METRICS_PORT: String(await getFreePort()),
+    HOST: '127.0.0.1',
+    GRPC_HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    SERVICE_DEMO: '0',
+    SERVICE_ADMIN_PASSWORD: adminPassword,
+    SERVICES_THREAD: servicesThread,
+  };
+}
+
 /** Seconds the heap probe's copy of the bundle idles before its second reading (V8's memory reducer has run by then). */
 const SETTLE_SECONDS = Number(process.env.HTTP_BENCH_SETTLE_SECONDS ?? 150);
 
@@ -519,15 +534,7 @@ async function heapBreakdown(adminPassword: string, log: (line: string) => void)
   const dir = mkdtempSync(join(tmpdir(), 'planning-bench-heap-'));
   const port = await getFreePort();
   const env = {
-    PORT: String(port),
-    GRPC_PORT: String(await getFreePort()),
-    METRICS_PORT: String(await getFreePort()),
-    HOST: '127.0.0.1',
-    GRPC_HOST: '127.0.0.1',
-    LOG_LEVEL: 'warn',
-    SERVICE_DEMO: '0',
-    SERVICE_ADMIN_PASSWORD: adminPassword,
-    SERVICES_THREAD: 'on',
+    ...(await bundleEnv(port, adminPassword, 'on')),
     DATA_DIR: join(dir, 'data'),
     HEAP_PROBE_TRIGGER: join(dir, 'now'),
     HEAP_PROBE_OUT: join(dir, 'heap'),
@@ -618,15 +625,7 @@ const bench: Bench = {
     const startApp = async (layout: 'on' | 'off', loopTasks: boolean) => {
       const port = await getFreePort();
       const env = {
-        PORT: String(port),
-        GRPC_PORT: String(await getFreePort()),
-        METRICS_PORT: String(await getFreePort()),
-        HOST: '127.0.0.1',
-        GRPC_HOST: '127.0.0.1',
-        LOG_LEVEL: 'warn',
-        SERVICE_DEMO: '0',
-        SERVICE_ADMIN_PASSWORD: adminPassword,
-        SERVICES_THREAD: layout,
+        ...(await bundleEnv(port, adminPassword, layout)),
         // Stores on disk, as `pnpm start` keeps them (durable commits included), in a folder of
         // the benchmark's own that is removed afterwards: the resident set then shows the
         // process, not the data, and the data's own size is the folder's.
