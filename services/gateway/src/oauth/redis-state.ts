@@ -2,8 +2,7 @@
  * The authorization server's hot state in Redis (see state.ts). Its own module so the Redis
  * client's code is read only when Redis is configured: setup.ts imports it on demand.
  */
-import { ServiceError } from '@planning/errors';
-import { createClient } from 'redis';
+import { failFastRedis } from '../store/redis-client.js';
 import { epoch, type Payload, type StateBackend } from './state.js';
 
 /**
@@ -12,25 +11,7 @@ import { epoch, type Payload, type StateBackend } from './state.js';
  */
 export function createRedisBackend(options: { url: string; keyPrefix?: string }): StateBackend {
   const prefix = options.keyPrefix ?? 'planning:oauth:';
-  const client = createClient({
-    url: options.url,
-    disableOfflineQueue: true,
-    commandOptions: { timeout: 1_000 },
-    socket: {
-      connectTimeout: 2_000,
-      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 10), 1_000) + Math.floor(Math.random() * 50),
-    },
-  });
-  client.on('error', () => {});
-  const connecting = client.connect().catch(() => undefined);
-  const call = async <T>(fn: () => Promise<T>): Promise<T> => {
-    await connecting;
-    try {
-      return await fn();
-    } catch (err) {
-      throw new ServiceError('unavailable', 'The authorization state store cannot be reached', {}, { cause: err });
-    }
-  };
+  const { client, call, close } = failFastRedis(options.url, 1_000, 'authorization state store');
   const key = (model: string, id: string) => `${prefix}${model}:${id}`;
   const consumedKey = (model: string, id: string) => `${prefix}${model}:${id}:consumed`;
   const indexKey = (model: string, field: string, value: string) => `${prefix}${model}:by-${field}:${value}`;
@@ -79,11 +60,6 @@ export function createRedisBackend(options: { url: string; keyPrefix?: string })
     async ping() {
       await call(() => client.ping());
     },
-    async close() {
-      await connecting;
-      if (!client.isOpen) return;
-      if (client.isReady) await client.close();
-      else client.destroy();
-    },
+    close,
   };
 }

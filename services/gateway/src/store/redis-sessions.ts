@@ -1,5 +1,4 @@
-import { ServiceError } from '@planning/errors';
-import { createClient } from 'redis';
+import { failFastRedis } from './redis-client.js';
 import type { SessionRecord, SessionStore } from './sessions.js';
 
 export interface RedisSessionStore extends SessionStore {
@@ -14,25 +13,7 @@ export interface RedisSessionStore extends SessionStore {
  */
 export function createRedisSessionStore(options: { url: string; keyPrefix?: string }): RedisSessionStore {
   const prefix = options.keyPrefix ?? 'planning:session:';
-  const client = createClient({
-    url: options.url,
-    disableOfflineQueue: true,
-    commandOptions: { timeout: 500 },
-    socket: {
-      connectTimeout: 2_000,
-      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 10), 1_000) + Math.floor(Math.random() * 50),
-    },
-  });
-  client.on('error', () => {});
-  const connecting = client.connect().catch(() => undefined);
-  const call = async <T>(fn: () => Promise<T>): Promise<T> => {
-    await connecting;
-    try {
-      return await fn();
-    } catch (err) {
-      throw new ServiceError('unavailable', 'The session store cannot be reached', {}, { cause: err });
-    }
-  };
+  const { client, call, close } = failFastRedis(options.url, 500, 'session store');
   return {
     kind: 'redis',
     async create(tokenHash, session) {
@@ -52,11 +33,6 @@ export function createRedisSessionStore(options: { url: string; keyPrefix?: stri
     async ping() {
       await call(() => client.ping());
     },
-    async close() {
-      await connecting;
-      if (!client.isOpen) return;
-      if (client.isReady) await client.close();
-      else client.destroy();
-    },
+    close,
   };
 }
