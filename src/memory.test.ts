@@ -5,6 +5,9 @@
  * events are deleted, so the heap after GC grows by that and not by the event history. Measured as
  * heap after forced GC, never as time.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { createRuntime, loadModuleSettings, loadProcessConfig, type Runtime, type RuntimeLogger } from '@planning/runtime';
@@ -34,8 +37,10 @@ describe('memory: retained heap per write', () => {
   let base: string;
   let cookie: string;
   let taskId: string;
+  let dataDir: string;
 
   beforeAll(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'planning-memory-'));
     const port = await getFreePort();
     const env = {
       PORT: String(port),
@@ -49,8 +54,9 @@ describe('memory: retained heap per write', () => {
       LOG_LEVEL: 'silent',
       SERVICE_ADMIN_EMAIL: 'admin@example.com',
       SERVICE_ADMIN_PASSWORD: 'memory-test-password-1',
-      // Never the user's data directory (all-in-one's default): the stores live in memory here.
-      DATA_DIR: ':memory:',
+      // Never the user's data directory (all-in-one's default): stores on disk in a folder of the
+      // test's own, so every write waits for a durable commit as under `pnpm start`.
+      DATA_DIR: dataDir,
     };
     const config = loadProcessConfig(env, 'all');
     if (!config.ok) throw new Error(JSON.stringify(config.problems));
@@ -77,6 +83,7 @@ describe('memory: retained heap per write', () => {
 
   afterAll(async () => {
     await runtime?.shutdown();
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   /** `count` status moves, 20 at a time; every answer must be 200. */

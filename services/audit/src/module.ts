@@ -15,6 +15,15 @@ import { AuditEventRepository } from './store/audit-events.js';
 /** Every event on the bus is an audit event; the durable consumer resumes where it stopped. */
 export const AUDIT_CONSUMER = 'audit';
 
+/**
+ * Audit records written at once. Each record is one insert that waits for its durable commit;
+ * with the default of 4 the consumer wrote at most 4 records per commit and fell behind a busy
+ * request path (the bus then kept every event it had not written, and audit lag grew). Records
+ * are independent (each carries its event's time and id, duplicates are refused by the event
+ * id), so order does not matter, and 64 inserts share one group commit.
+ */
+const AUDIT_CONCURRENCY = 64;
+
 export const auditModule: ModuleDefinition = {
   name: 'audit',
   deps: ['bus', 'rpc-server', 'rpc-clients'],
@@ -33,7 +42,7 @@ export const auditModule: ModuleDefinition = {
     return {
       async start() {
         consumer = await bus.consume(
-          { durable: AUDIT_CONSUMER, filterSubjects: ['planning.>'], ackWaitMs: 30_000 },
+          { durable: AUDIT_CONSUMER, filterSubjects: ['planning.>'], ackWaitMs: 30_000, concurrency: AUDIT_CONCURRENCY },
           // The bus runs each delivery in its consumer span (producer context from the headers).
           async (delivery) => {
             await events.record(delivery.event);
