@@ -498,6 +498,8 @@ interface ThreadHeap {
   thread: 'main' | 'services';
   committed: number;
   used: number;
+  /** Memory outside the heap that the isolate's objects hold (array buffers, strings of native addons). */
+  external?: number;
   spaces: Record<string, { committed: number; used: number }>;
 }
 
@@ -530,7 +532,11 @@ interface HeapReading {
  * idling, each thread's V8 heap spaces. The rest of the resident set is outside the V8 heaps
  * (Node's own code and data, the second isolate, native addons, malloc).
  */
-async function heapBreakdown(adminPassword: string, log: (line: string) => void): Promise<{ start: HeapReading; settled: HeapReading } | undefined> {
+async function heapBreakdown(
+  adminPassword: string,
+  log: (line: string) => void,
+  writes = 0,
+): Promise<{ start: HeapReading; settled: HeapReading; writes?: { garbage: HeapReading; retained: HeapReading } } | undefined> {
   const dir = mkdtempSync(join(tmpdir(), 'planning-bench-heap-'));
   const port = await getFreePort();
   const env = {
@@ -538,20 +544,20 @@ async function heapBreakdown(adminPassword: string, log: (line: string) => void)
     DATA_DIR: join(dir, 'data'),
     HEAP_PROBE_TRIGGER: join(dir, 'now'),
     HEAP_PROBE_OUT: join(dir, 'heap'),
+    ...(process.env.HEAP_PROBE_SNAPSHOTS ? { HEAP_PROBE_SNAPSHOTS: process.env.HEAP_PROBE_SNAPSHOTS } : {}),
   };
-  const proc = await spawnNode(['--import', join(ROOT, 'bench/heap-probe.mjs'), join(ROOT, 'dist/main.mjs')], env, port, '/ready');
+  const proc = await spawnNode(['--expose-gc', '--import', join(ROOT, 'bench/heap-probe.mjs'), join(ROOT, 'dist/main.mjs')], env, port, '/ready');
   const read = async (label: string): Promise<HeapReading> => {
-    const rss = rssMb(proc.child.pid);
     writeFileSync(env.HEAP_PROBE_TRIGGER, label);
     const threads = await eventually(
       async () => {
         const files = readdirSync(dir).filter((name) => name.startsWith(`heap.${label}.`) && name.endsWith('.json'));
         return files.length >= 2 ? files.map((name) => JSON.parse(readFileSync(join(dir, name), 'utf8')) as ThreadHeap) : undefined;
       },
-      10_000,
+      label.endsWith('-snap') ? 300_000 : 10_000,
       'heap probe',
     );
-    return { rssMb: rss, threads: threads.sort((a, b) => a.thread.localeCompare(b.thread)) };
+    return { rssMb: rssMb(proc.child.pid), threads: threads.sort((a, b) => a.thread.localeCompare(b.thread)) };
   };
   try {
     await new Promise((r) => setTimeout(r, 3_000));
@@ -561,7 +567,27 @@ async function heapBreakdown(adminPassword: string, log: (line: string) => void)
     await new Promise((r) => setTimeout(r, SETTLE_SECONDS * 1000));
     const settled = await read('settled');
     log(`idle memory after ${SETTLE_SECONDS} s: ${describeHeaps(settled)}`);
-    return { start, settled };
+    if (writes === 0) return { start, settled };
+    // The same copy after `writes` status moves: read as they leave it, then after a full garbage
+    // collection in each thread (what is retained, not what has not been collected yet).
+    const f = await seed(proc.url, adminPassword, log, false);
+    log(`${fmt(writes)} writes in the heap probe's copy`);
+    const run = await load(proc.url, proc.child.pid, {
+      amount: writes,
+      requests: perConnection(f.writeKeys, (_key, i) => [
+        { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
+        { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
+      ]),
+    });
+    log(`writes: ${fmt(run.rps)}/s, ${run.non2xx + run.errors} failed`);
+    await new Promise((r) => setTimeout(r, 5_000));
+    const garbage = await read('writes');
+    log(`after the writes: ${describeHeaps(garbage)}`);
+    const retained = await read('writes-gc');
+    log(`after the writes and a full collection: ${describeHeaps(retained)}; data ${mb(folderMb(env.DATA_DIR))}`);
+    // HEAP_PROBE_SNAPSHOTS=<dir>: each thread also writes a heap snapshot there (after a collection).
+    if (process.env.HEAP_PROBE_SNAPSHOTS) await read('writes-gc-snap');
+    return { start, settled, writes: { garbage, retained } };
   } catch (err) {
     log(`heap probe failed: ${(err as Error).message}`);
     return undefined;
@@ -579,7 +605,8 @@ function describeHeaps(heaps: HeapReading): string {
       .filter(([, s]) => s.committed >= 512 * 1024)
       .map(([name, s]) => `${name.replace(/_/g, ' ')} ${m(s.committed)} (${m(s.used)} in use)`)
       .join(', ');
-    return `the ${t.thread === 'main' ? "gateway's (main)" : "services'"} thread's V8 heap ${m(t.committed)} MB committed: ${spaces}`;
+    const external = t.external ? `; external ${m(t.external)}` : '';
+    return `the ${t.thread === 'main' ? "gateway's (main)" : "services'"} thread's V8 heap ${m(t.committed)} MB committed: ${spaces}${external}`;
   });
   const heapMb = heaps.threads.reduce((sum, t) => sum + t.committed, 0) / 1024 / 1024;
   return `${threads.join('; ')}; outside the V8 heaps (Node's own code and data, the second isolate, SQLite and the other native addons, malloc) ${Math.max(0, heaps.rssMb - heapMb).toFixed(0)} MB of ${heaps.rssMb.toFixed(0)} MB`;
@@ -611,6 +638,11 @@ const bench: Bench = {
     if (ONLY.size === 1 && ONLY.has('memory')) {
       // HTTP_BENCH_ONLY=memory: where the idle bundle's memory is, alone (the section is not rewritten).
       await heapBreakdown(`pw-${randomBytes(12).toString('hex')}`, log);
+      return null;
+    }
+    if (ONLY.size === 1 && ONLY.has('retained')) {
+      // HTTP_BENCH_ONLY=retained: the idle breakdown, then where the memory is after WRITES writes.
+      await heapBreakdown(`pw-${randomBytes(12).toString('hex')}`, log, WRITES);
       return null;
     }
     const quickSummary = () =>
