@@ -581,6 +581,7 @@ async function heapBreakdown(
     });
     log(`writes: ${fmt(run.rps)}/s, ${run.non2xx + run.errors} failed`);
     await new Promise((r) => setTimeout(r, 5_000));
+    log(`consumers after the writes: ${await consumerLag(env.METRICS_PORT)}`);
     const garbage = await read('writes');
     log(`after the writes: ${describeHeaps(garbage)}`);
     const retained = await read('writes-gc');
@@ -595,6 +596,21 @@ async function heapBreakdown(
     await proc.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** How far the bus's consumers are behind: mean audit write lag and bus consume lag from the bundle's /metrics. */
+async function consumerLag(metricsPort: string): Promise<string> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text().catch(() => '');
+  const total = (name: string) => {
+    let sum = 0;
+    for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'gm'))) sum += Number(m[1]);
+    return sum;
+  };
+  const mean = (name: string) => {
+    const count = total(`${name}_count`);
+    return count > 0 ? `${(total(`${name}_sum`) / count).toFixed(2)} s mean over ${fmt(count)}` : 'none recorded';
+  };
+  return `audit write lag ${mean(text.includes('planning_audit_write_lag_seconds') ? 'planning_audit_write_lag_seconds' : 'planning_audit_write_lag')}; bus consume lag ${mean(text.includes('planning_bus_consume_lag_seconds') ? 'planning_bus_consume_lag_seconds' : 'planning_bus_consume_lag')}`;
 }
 
 /** "main thread: 80 MB of heap (new 32, old 44, …); services thread: …; outside the V8 heaps 70 MB". */

@@ -11,16 +11,17 @@ import type { Consumer } from '@planning/bus';
 import { recordAuditWriteLag } from '@planning/telemetry';
 import { AuditService, createAuditService } from './rpc/audit-service.js';
 import { AuditEventRepository } from './store/audit-events.js';
+import { AuditWriter } from './store/audit-writer.js';
 
 /** Every event on the bus is an audit event; the durable consumer resumes where it stopped. */
 export const AUDIT_CONSUMER = 'audit';
 
 /**
- * Audit records written at once. Each record is one insert that waits for its durable commit;
- * with the default of 4 the consumer wrote at most 4 records per commit and fell behind a busy
- * request path (the bus then kept every event it had not written, and audit lag grew). Records
- * are independent (each carries its event's time and id, duplicates are refused by the event
- * id), so order does not matter, and 64 inserts share one group commit.
+ * Deliveries the audit consumer takes at once. With the bus's default of 4 the consumer wrote at
+ * most 4 records per commit and fell behind a busy request path (the in-process bus then keeps
+ * every event it has not written, and audit lag grows). Records are independent (each carries its
+ * event's time and id; a repeat is recognised by the id), so order does not matter: the
+ * deliveries in hand are written as one batch (AuditWriter).
  */
 const AUDIT_CONCURRENCY = 64;
 
@@ -38,6 +39,7 @@ export const auditModule: ModuleDefinition = {
       AuditService,
       createAuditService({ events, workspaces: clients.client('issues', WorkspaceService), clock }),
     );
+    const writer = new AuditWriter(events);
     let consumer: Consumer | undefined;
     return {
       async start() {
@@ -45,7 +47,7 @@ export const auditModule: ModuleDefinition = {
           { durable: AUDIT_CONSUMER, filterSubjects: ['planning.>'], ackWaitMs: 30_000, concurrency: AUDIT_CONCURRENCY },
           // The bus runs each delivery in its consumer span (producer context from the headers).
           async (delivery) => {
-            await events.record(delivery.event);
+            await writer.record(delivery.event);
             recordAuditWriteLag((Date.now() - Date.parse(delivery.event.occurredAt)) / 1000);
           },
         );

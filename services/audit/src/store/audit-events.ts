@@ -80,6 +80,24 @@ export class AuditEventRepository {
     }
   }
 
+  /**
+   * Stores several events in one write (one transaction, one commit, each index page written once)
+   * storing each once: a batch holding an event already recorded (a redelivery) is stored record
+   * by record instead, so the rest of the batch is still recorded exactly once.
+   */
+  async recordMany(events: readonly EventEnvelope[]): Promise<void> {
+    if (events.length === 0) return;
+    try {
+      await this.events.insertMany(events.map(toAuditRecord));
+      return;
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+    }
+    // An ordered insert stops at the duplicate; the records before it are in, which the one-by-one
+    // pass below recognises as repeats.
+    for (const event of events) await this.record(event);
+  }
+
   private scopeFilter(scope: AuditScope): Filter {
     return scope.all ? {} : { workspaceId: { $in: [...scope.workspaceIds] } };
   }
