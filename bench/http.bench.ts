@@ -686,7 +686,7 @@ const bench: Bench = {
       await new Promise((r) => setTimeout(r, 3_000));
       const idle = rssMb(proc.child.pid);
       log(`SERVICES_THREAD=${layout}: idle RSS ${idle.toFixed(0)} MB`);
-      return { proc, idle, dataDir: env.DATA_DIR, f: await seed(proc.url, adminPassword, log, loopTasks) };
+      return { proc, idle, dataDir: env.DATA_DIR, metricsPort: env.METRICS_PORT, f: await seed(proc.url, adminPassword, log, loopTasks) };
     };
     const rows = new Map<string, Run[]>();
     const want = (row: string) => ONLY.size === 0 || ONLY.has(row);
@@ -697,6 +697,7 @@ const bench: Bench = {
     let afterWritesRss: number;
     let dataMb: number;
     let heapNote: string;
+    let lagNote: string;
     let claimRate = 0;
     let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
     const heaps = QUICK ? undefined : await heapBreakdown(adminPassword, log);
@@ -783,6 +784,8 @@ const bench: Bench = {
       await new Promise((r) => setTimeout(r, 5_000));
       afterWritesRss = rssMb(app.child.pid);
       dataMb = folderMb(two.dataDir);
+      lagNote = await consumerLag(two.metricsPort);
+      log(`consumers after the writes: ${lagNote}`);
       heapNote = `${fmt(writeRun.rps)} writes/s over the run, ${writeRun.non2xx} non-2xx`;
     } finally {
       await app.stop();
@@ -845,7 +848,7 @@ const bench: Bench = {
           return `${name} ${ms(st.p50)} / ${ms(st.p99)}`;
         }).join('; ')}.`,
       '',
-      `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}).`,
+      `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}); the event consumers by then (from the bundle's /metrics): ${lagNote}.`,
       '',
       (heaps
         ? `Where the idle memory is (a copy of the bundle started for this with bench/heap-probe.mjs, the same layout): 3 s after start, RSS ${mb(heaps.start.rssMb)}: ${describeHeaps(heaps.start)}. ` +
