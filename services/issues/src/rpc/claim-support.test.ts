@@ -372,13 +372,46 @@ describe('claim support: the ready queue', () => {
     expect(page2.nextCursor).toBeUndefined();
   });
 
-  it('claim support: tasks stored before the queue key existed get it when the service opens', async () => {
+  it('claim support: tasks stored before the queue key or the queue agent existed get them when the service opens', async () => {
     const id = await newTask({ priority: 'urgent' });
+    const mine = await newTask({ priority: 'low', assignedAgentId: 'agent-a' });
     const key = (await h.planning.tasks.get(id))?.queueKey;
-    await h.store.collection('tasks').updateOne({ _id: id }, { $unset: { queueKey: '' } });
+    await h.store.collection('tasks').updateOne({ _id: id }, { $unset: { queueKey: '', queueAgent: '' } });
+    await h.store.collection('tasks').updateOne({ _id: mine }, { $unset: { queueAgent: '' } });
     expect((await h.planning.tasks.get(id))?.queueKey).toBeUndefined();
+    expect((await call('listReadyTasks', { workspaceId: ws, agentId: 'agent-a' }, token('agent-a'))).total).toBe(0);
     impl = await claimSupportOf(h);
     expect((await h.planning.tasks.get(id))?.queueKey).toBe(key);
+    expect([(await h.planning.tasks.get(id))?.queueAgent, (await h.planning.tasks.get(mine))?.queueAgent]).toEqual(['', 'agent-a']);
+    const page = await call('listReadyTasks', { workspaceId: ws, agentId: 'agent-a' }, token('agent-a'));
+    expect([page.tasks.map((t) => t.task?.id), page.total]).toEqual([[id, mine], 2]);
+  });
+
+  it('claim support: an assignment moves the task between queues, in its pages and its counts', async () => {
+    const shared = await newTask({ priority: 'high' });
+    const blocker = await newTask({ priority: 'low', assignedAgentId: 'agent-b' });
+    const task = await newTask({ priority: 'urgent', dependencies: [blocker] });
+    const queue = async (agentId: string) => {
+      const ids: string[] = [];
+      let cursor: string | undefined;
+      let counts: number[];
+      do {
+        const page = await call('listReadyTasks', { workspaceId: ws, agentId, limit: 1, ...(cursor ? { cursor } : {}) }, token(agentId));
+        ids.push(...page.tasks.map((t) => t.task?.id ?? ''));
+        counts = [page.total, page.blocked];
+        cursor = page.nextCursor;
+      } while (cursor);
+      return { ids, counts };
+    };
+    expect(await queue('agent-a')).toEqual({ ids: [task, shared], counts: [2, 1] });
+    expect(await queue('agent-b')).toEqual({ ids: [task, shared, blocker], counts: [3, 1] });
+    await h.tasks.updateTask({ id: task, patch: { assignedAgentId: 'agent-b' } }, owner);
+    expect(await queue('agent-a')).toEqual({ ids: [shared], counts: [1, 0] });
+    expect(await queue('agent-b')).toEqual({ ids: [task, shared, blocker], counts: [3, 1] });
+    await h.tasks.updateTask({ id: task, patch: { clearFields: ['agent.assignedAgentId'] } }, owner);
+    await h.tasks.updateTask({ id: blocker, patch: { assignedAgentId: 'agent-a' } }, owner);
+    expect(await queue('agent-a')).toEqual({ ids: [task, shared, blocker], counts: [3, 1] });
+    expect(await queue('agent-b')).toEqual({ ids: [task, shared], counts: [2, 1] });
   });
 
   it('claim support: the queue is the token agent’s own: another agent id, a missing scope or another workspace is refused', async () => {

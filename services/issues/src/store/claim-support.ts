@@ -4,7 +4,7 @@ import type { Outbox } from '@planning/outbox';
 import type { Filter, StoreSession } from '@planning/store';
 import { endedBeforeStart, isUnexpired, liveEndedClaims, queueKeyOf, startRefusal, withEndedClaim, type ClaimMirror, type EndedClaim, type EndOutcome } from '../domain/claims.js';
 import { applyPatch } from '../domain/tasks.js';
-import { fieldsOf, type Actor, type CommentRecord, type TaskRecord } from './task-documents.js';
+import { ANY_AGENT, fieldsOf, queueAgentOf, type Actor, type CommentRecord, type TaskRecord } from './task-documents.js';
 import type { TaskRecordRepository } from './task-records.js';
 import type { ChangeKind, TaskRepository } from './tasks.js';
 
@@ -39,16 +39,30 @@ export interface ReadyPage {
 }
 
 /**
- * Tasks stored before the queue key existed get theirs (the ready queue walks it). Idempotent:
- * the update is conditional on the key still missing, so replicas starting together agree.
+ * Tasks stored before the queue key (or the queue's agent) existed get theirs (the ready queue
+ * walks them). Idempotent: each update is conditional on the key still missing, so replicas
+ * starting together agree.
  */
 async function backfillQueueKeys(tasks: TaskRepository): Promise<void> {
   for (;;) {
-    const missing = await tasks.tasks.find({ queueKey: { $exists: false } }, { limit: 500, projection: { _id: 1, priority: 1, dueDate: 1, createdAt: 1 } });
+    const missing = await tasks.tasks.find(
+      { $or: [{ queueKey: { $exists: false } }, { queueAgent: { $exists: false } }] },
+      { limit: 500, projection: { _id: 1, priority: 1, dueDate: 1, createdAt: 1, agent: 1, queueKey: 1, queueAgent: 1 } },
+    );
     if (missing.length === 0) return;
     for (const t of missing) {
-      const key = queueKeyOf({ id: t._id, priority: t.priority, createdAt: t.createdAt, ...(t.dueDate !== undefined ? { dueDate: t.dueDate } : {}) });
-      await tasks.tasks.updateOne({ _id: t._id, queueKey: { $exists: false } }, { $set: { queueKey: key } });
+      if (t.queueKey === undefined) {
+        const key = queueKeyOf({ id: t._id, priority: t.priority, createdAt: t.createdAt, ...(t.dueDate !== undefined ? { dueDate: t.dueDate } : {}) });
+        await tasks.tasks.updateOne({ _id: t._id, queueKey: { $exists: false } }, { $set: { queueKey: key } });
+      }
+      if (t.queueAgent === undefined) {
+        // Conditional on the assignment read: a change meanwhile wrote the key itself.
+        const assigned = t.agent.assignedAgentId;
+        await tasks.tasks.updateOne(
+          { _id: t._id, queueAgent: { $exists: false }, 'agent.assignedAgentId': assigned === undefined ? { $exists: false } : assigned },
+          { $set: { queueAgent: queueAgentOf(t) } },
+        );
+      }
     }
   }
 }
@@ -71,8 +85,12 @@ export class ClaimSupportRepository {
 
   static async open(outbox: Outbox, tasks: TaskRepository, records: TaskRecordRepository): Promise<ClaimSupportRepository> {
     await tasks.tasks.createIndexes([
-      // The ready queue: an ordered walk of one workspace's ready tasks that stops after a page.
-      { name: 'ws_status_queue', keys: { workspaceId: 1, status: 1, queueKey: 1 } },
+      // An agent's ready queue: ordered walks of one workspace's ready tasks for the agent and for
+      // anyone, each stopping after a page; and index-only counts of the queue and its blocked part.
+      { name: 'ws_status_agent_queue', keys: { workspaceId: 1, status: 1, queueAgent: 1, queueKey: 1 } },
+      { name: 'ws_status_agent_open', keys: { workspaceId: 1, status: 1, queueAgent: 1, openDependencyCount: 1 } },
+      // The task an agent holds (at most one in progress under its claim).
+      { name: 'claim_agent', keys: { 'claim.agentId': 1, workspaceId: 1, status: 1 } },
       // Expired claims, for the sweeper; claims by id, for reconciling with the claims store.
       { name: 'claim_expiry', keys: { 'claim.expiresAt': 1 } },
       { name: 'claim_id', keys: { 'claim.claimId': 1 } },
@@ -272,7 +290,9 @@ export class ClaimSupportRepository {
 
   /**
    * One page of a workspace's ready queue for an agent: ready tasks assigned to it or to nobody,
-   * in queue order, after the queue key `after`; with the counts over every page.
+   * in queue order, after the queue key `after`; with the counts over every page. The page is two
+   * ordered index walks (the agent's tasks, everyone's) of at most a page each, merged; the counts
+   * read the queue's index entries only (no task documents); `starting` reads the named tasks.
    */
   async listReady(
     workspaceId: string,
@@ -281,27 +301,31 @@ export class ClaimSupportRepository {
     after?: { key: string; rank: number },
     startingIds: readonly string[] = [],
   ): Promise<ReadyPage> {
-    const filter: Filter = {
-      workspaceId,
-      status: 'ready',
-      $or: [{ 'agent.assignedAgentId': agentId }, { 'agent.assignedAgentId': { $exists: false } }],
-    };
-    const pageFilter: Filter = after ? { ...filter, queueKey: { $gt: after.key } } : filter;
-    const [rows, total, blocked, starting] = await Promise.all([
-      this.tasks.tasks.find(pageFilter, { sort: { queueKey: 1 }, limit: limit + 1, projection: PROJECTION }),
-      this.tasks.tasks.countDocuments(filter),
-      this.tasks.tasks.countDocuments({ ...filter, openDependencyCount: { $gt: 0 } }),
+    const queues = [ANY_AGENT, agentId];
+    const queue: Filter = { workspaceId, status: 'ready', queueAgent: { $in: queues } };
+    const walk = (owner: string) =>
+      this.tasks.tasks.find(
+        { workspaceId, status: 'ready', queueAgent: owner, ...(after ? { queueKey: { $gt: after.key } } : {}) },
+        { sort: { queueKey: 1 }, limit: limit + 1, projection: PROJECTION },
+      );
+    // Equalities only, so the index decides each count alone: blocked = all − unblocked.
+    const [anyone, own, total, unblocked, starting] = await Promise.all([
+      walk(ANY_AGENT),
+      walk(agentId),
+      this.tasks.tasks.countDocuments(queue),
+      this.tasks.tasks.countDocuments({ ...queue, openDependencyCount: 0 }),
       startingIds.length === 0
         ? Promise.resolve(0)
-        : this.tasks.tasks.countDocuments({ ...filter, _id: { $in: [...startingIds] }, openDependencyCount: { $lte: 0 } }),
+        : this.tasks.tasks.countDocuments({ _id: { $in: [...startingIds] }, ...queue, openDependencyCount: 0 }),
     ]);
+    const rows = [...anyone, ...own].sort((a, b) => (a.queueKey < b.queueKey ? -1 : a.queueKey > b.queueKey ? 1 : 0)).slice(0, limit + 1);
     const base = after?.rank ?? 0;
     const page = rows.slice(0, limit).map((task, i) => ({ task, rank: base + i + 1 }));
     const last = page[page.length - 1];
     return {
       tasks: page,
       total,
-      blocked,
+      blocked: total - unblocked,
       starting,
       ...(rows.length > limit && last ? { next: { after: last.task.queueKey, rank: last.rank } } : {}),
     };
@@ -309,6 +333,6 @@ export class ClaimSupportRepository {
 
   /** The task in progress under a claim of this agent, if any. */
   async heldBy(workspaceId: string, agentId: string): Promise<TaskRecord | null> {
-    return this.tasks.tasks.findOne({ workspaceId, status: 'in-progress', 'claim.agentId': agentId }, { projection: PROJECTION });
+    return this.tasks.tasks.findOne({ 'claim.agentId': agentId, workspaceId, status: 'in-progress' }, { projection: PROJECTION });
   }
 }

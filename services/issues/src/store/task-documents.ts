@@ -32,6 +32,12 @@ export interface TaskRecord extends StoredDocument, TaskFields {
   sortKeys: SortKeys;
   /** The work-queue order (priority, due date, age) as one unique key (see `queueKeyOf`). */
   queueKey: string;
+  /**
+   * Whose ready queue holds the task: its assigned agent, or `ANY_AGENT` (every agent's). A
+   * top-level key beside `queueKey`, so an agent's queue is two ordered index walks and its counts
+   * are index-only, instead of an `$or` with a missing-field test on `agent.assignedAgentId`.
+   */
+  queueAgent: string;
   /** The claim the task is in progress under (set and cleared with the status; see domain/claims). */
   claim?: ClaimMirror;
   /** The fencing token of the task's latest claim; the next claim gets one more. */
@@ -141,16 +147,26 @@ export function fieldsOf(task: TaskRecord): TaskFields {
   return fields;
 }
 
-/** Search text, sort keys and the queue key from the task's current fields. */
-export function derivedFields(task: Pick<TaskRecord, '_id' | 'title' | 'description' | 'priority' | 'dueDate' | 'createdAt' | 'updatedAt'>): {
+/** `queueAgent` of a task assigned to nobody (no agent id is empty). */
+export const ANY_AGENT = '';
+
+/** Whose ready queue holds a task (see `TaskRecord.queueAgent`). */
+export function queueAgentOf(task: Pick<TaskRecord, 'agent'>): string {
+  return task.agent.assignedAgentId ?? ANY_AGENT;
+}
+
+/** Search text, sort keys, the queue key and the queue's agent from the task's current fields. */
+export function derivedFields(task: Pick<TaskRecord, '_id' | 'title' | 'description' | 'priority' | 'dueDate' | 'createdAt' | 'updatedAt' | 'agent'>): {
   searchText: string;
   sortKeys: SortKeys;
   queueKey: string;
+  queueAgent: string;
 } {
   return {
     searchText: normalizeForSearch(`${task.title}\n${task.description}`),
     sortKeys: sortKeysOf({ ...task, id: task._id }),
     queueKey: queueKeyOf({ ...task, id: task._id }),
+    queueAgent: queueAgentOf(task),
   };
 }
 
