@@ -182,6 +182,28 @@ describe('claims: races', () => {
     expect(await h.claimEvents('claim.created')).toHaveLength(40);
   });
 
+  it('claims: 20 agents over two replicas racing for the last 5 runs of the quota: 5 claims, 15 quota-exceeded, the counter at the limit, nothing left by a refused claim', async () => {
+    const second = await h.replica();
+    ws = await h.planning.workspace({ ownerId: 'usr_owner', planId: 'pro' });
+    const project = await h.project(ws);
+    const tasks = await Promise.all(Array.from({ length: 20 }, () => h.task(project)));
+    await h.meter.tryConsume({ workspaceId: ws, kind: 'agent-runs', limit: 10_000, amount: 9_995, now: h.planning.now });
+    const results = await Promise.allSettled(
+      tasks.map((issueId, i) => (i % 2 === 0 ? h.rpc : second.rpc).claimWork({ issueId }, { principal: h.agent(ws, `runner-${i}`) })),
+    );
+    const won = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.claim!] : []));
+    const refused = results.flatMap((r) => (r.status === 'rejected' ? [(r.reason as ServiceError).code] : []));
+    expect(won).toHaveLength(5);
+    expect(refused).toEqual(Array.from({ length: 15 }, () => 'quota-exceeded'));
+    expect(await h.meter.used(ws, 'agent-runs')).toBe(10_000);
+    const stored = (await allClaims()).filter((c) => c.workspaceId === ws);
+    expect(stored.map((c) => [c._id, c.state, c.meteredPeriod]).sort()).toEqual(won.map((c) => [c.id, 'active', '2025-06']).sort());
+    for (const [i, issueId] of tasks.entries()) {
+      expect((await h.taskRecord(issueId))?.status).toBe(won.some((c) => c.issueId === issueId) ? 'in-progress' : 'ready');
+      if (!won.some((c) => c.issueId === issueId)) expect(await activeOn(issueId), `task ${i}`).toEqual([]);
+    }
+  });
+
   it('claims: 30 agents racing for 10 tasks at once: no task held twice, no agent holding two', async () => {
     const second = await h.replica();
     const tasks = await Promise.all(Array.from({ length: 10 }, () => h.task(projectId)));

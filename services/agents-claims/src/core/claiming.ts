@@ -9,7 +9,7 @@ import { authorizeWorkspace } from '@planning/access';
 import { conflict, ServiceError } from '@planning/errors';
 import { idempotencyInFlight, idempotencyMismatch, idempotencyRecordId, validateIdempotencyKey, type StoredAnswer } from '@planning/idempotency';
 import { newId } from '@planning/ids';
-import { quotaExceeded, type MeterDecision } from '@planning/metering';
+import { quotaExceeded } from '@planning/metering';
 import { isPlanId, PLANS, quotaPeriod, quotaResetsAt, type PlanId } from '@planning/plans';
 import type { ClaimTarget } from '@planning/proto/planning/issues/v1/claim_support_pb';
 import { SYSTEM_PRINCIPAL, type CallContext, type Principal } from '@planning/rpc';
@@ -24,7 +24,7 @@ import {
   START_REPAIR_MARGIN_MS,
   type AgentCaller,
 } from '../domain/claims.js';
-import { ClaimGoneError, type ClaimRecord } from '../store/claims.js';
+import type { ClaimRecord } from '../store/claims.js';
 import { asCaller, claimTarget, CLAIM_SCOPES, systemTarget, type CoreDeps } from './context.js';
 import type { ClaimEnds } from './ending.js';
 import { claimView, meteringView, type ClaimResult } from './views.js';
@@ -224,27 +224,20 @@ export class ClaimTaking {
     // The idempotency record learns the claim's id first: a retry after a crash anywhere from
     // here on finds the claim (or learns it never existed) instead of tripping over it.
     await noteClaim?.(record._id);
-    const inserted = await claims.insert(record);
+    const runLimit = PLANS[await this.planOf(ctx.principal, agent.workspaceId)].quotas['agent-runs'];
+    // The race and the agent run, in one transaction: the insert against the partial unique
+    // indexes decides the race; the quota is asked only of the winner; denied, nothing is stored.
+    const inserted = await claims.insertMetered(record, this.deps.meter, runLimit, now);
     if (!inserted.ok) {
+      if (inserted.conflict === undefined) throw quotaExceeded('agent-runs', inserted.denied);
       throw inserted.conflict === 'issue'
         ? conflict('active-claim', 'Another claim on this issue is active')
         : conflict('agent-busy', 'This agent already holds a claim; an agent holds one claim at a time');
     }
+    const decision = inserted.decision;
     failpoint('claims.after-insert');
 
     // From here on the claim exists: any failure ends it (and gives back its run).
-    let decision: MeterDecision;
-    try {
-      decision = await claims.meter(record, this.deps.meter, PLANS[await this.planOf(ctx.principal, agent.workspaceId)].quotas['agent-runs'], now);
-    } catch (err) {
-      await this.ends.abortStart(record, 'start-failed').catch((e: unknown) => this.ends.deferred(record, e));
-      throw err instanceof ClaimGoneError ? new ServiceError('unavailable', 'The claim could not be completed; claim again') : err;
-    }
-    if (!decision.allowed) {
-      await claims.discard(record._id);
-      throw quotaExceeded('agent-runs', decision);
-    }
-
     let started: ClaimTarget | undefined;
     try {
       const res = await issues.startClaimedWork(

@@ -1,4 +1,5 @@
 import type { MeterDecision, UsageMeter } from '@planning/metering';
+import { quotaPeriod } from '@planning/plans';
 import type { Outbox } from '@planning/outbox';
 import { isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type StoredDocument } from '@planning/store';
 import type { StoredState } from '../domain/claims.js';
@@ -45,15 +46,32 @@ const HISTORY_MS = 30 * 86_400_000;
 export const ACTIVE_ISSUE_INDEX = 'active_issue';
 export const ACTIVE_AGENT_INDEX = 'active_agent';
 
-/** The claim went away (ended by another process) before this step could apply. */
-export class ClaimGoneError extends Error {
-  constructor(id: string) {
-    super(`claim ${id} is no longer active`);
-    this.name = 'ClaimGoneError';
+export type MeteredInsert =
+  | { ok: true; decision: MeterDecision }
+  | { ok: false; conflict: 'issue' | 'agent' }
+  | { ok: false; denied: MeterDecision; conflict?: undefined };
+
+/** A duplicate key on one of the active-claim indexes: another active claim won the race. */
+class InsertConflict extends Error {
+  constructor(readonly on: 'issue' | 'agent') {
+    super(`an active claim on this ${on} exists`);
+    this.name = 'InsertConflict';
   }
 }
 
-export type InsertOutcome = { ok: true } | { ok: false; conflict: 'issue' | 'agent' };
+function insertConflict(err: unknown): InsertConflict | undefined {
+  if (isDuplicateKeyError(err, ACTIVE_ISSUE_INDEX)) return new InsertConflict('issue');
+  if (isDuplicateKeyError(err, ACTIVE_AGENT_INDEX)) return new InsertConflict('agent');
+  return undefined;
+}
+
+/** The agent-run quota refused the claim (thrown out of its transaction so nothing is stored). */
+class Denied extends Error {
+  constructor(readonly decision: MeterDecision) {
+    super('agent-run quota exhausted');
+    this.name = 'Denied';
+  }
+}
 
 export interface EndRequest {
   state: Exclude<StoredState, 'active'>;
@@ -123,54 +141,50 @@ export class ClaimRepository {
     return this.claims.findOne({ workspaceId, agentId, state: 'active' });
   }
 
-  /** The race: the unique indexes let one active claim per task and per agent in. */
-  async insert(record: ClaimRecord): Promise<InsertOutcome> {
+  /**
+   * The race and the claim's agent run in one transaction (one commit): the insert against the
+   * unique indexes first (a conflict is the answer, before the quota), then the month's counter,
+   * conditional on the plan's limit; the claim is stored with the period it took. Denied, nothing
+   * is stored (the claim never existed). A crash leaves both or neither.
+   */
+  async insertMetered(record: ClaimRecord, meter: UsageMeter, limit: number | null, now: Date): Promise<MeteredInsert> {
+    const metered: ClaimRecord = { ...record, meteredPeriod: quotaPeriod(now) };
     try {
-      await this.claims.insertOne(record);
-      return { ok: true };
+      return await this.metered(record.workspaceId, () =>
+        this.store.withTransaction(async (session) => {
+          try {
+            await this.claims.insertOne(metered, { session });
+          } catch (err) {
+            throw insertConflict(err) ?? err;
+          }
+          const decision = await meter.tryConsume({ workspaceId: record.workspaceId, kind: 'agent-runs', limit, now, session });
+          // Thrown, so the transaction stores nothing.
+          if (!decision.allowed) throw new Denied(decision);
+          if (decision.period !== metered.meteredPeriod) throw new Error(`metered period ${decision.period} is not the claim's ${metered.meteredPeriod}`);
+          return { ok: true as const, decision };
+        }),
+      );
     } catch (err) {
-      if (isDuplicateKeyError(err, ACTIVE_ISSUE_INDEX)) return { ok: false, conflict: 'issue' };
-      if (isDuplicateKeyError(err, ACTIVE_AGENT_INDEX)) return { ok: false, conflict: 'agent' };
+      if (err instanceof Denied) return { ok: false, denied: err.decision };
+      if (err instanceof InsertConflict) return { ok: false, conflict: err.on };
       throw err;
     }
   }
 
   /**
-   * Meters the claim's agent run: the month's counter and the claim's note of it change in one
-   * transaction, so a crash leaves either both or neither. Throws ClaimGoneError (nothing counted)
-   * when the claim ended meanwhile.
+   * Every claim of a workspace writes the same counter: concurrent transactions on it would
+   * mostly lose the write conflict and retry. One at a time per workspace in this process keeps
+   * them from colliding; replicas still may, and the transaction's retry handles that.
    */
-  async meter(claim: ClaimRecord, meter: UsageMeter, limit: number | null, now: Date): Promise<MeterDecision> {
-    // Every claim of a workspace writes the same counter: concurrent transactions on it would
-    // mostly lose the write conflict and retry. One at a time per workspace in this process keeps
-    // them from colliding; replicas still may, and the transaction's retry handles that.
-    const previous = this.metering.get(claim.workspaceId) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(() => this.meterNow(claim, meter, limit, now));
-    this.metering.set(claim.workspaceId, run);
+  private async metered<R>(workspaceId: string, work: () => Promise<R>): Promise<R> {
+    const previous = this.metering.get(workspaceId) ?? Promise.resolve();
+    const run = previous.catch(() => undefined).then(work);
+    this.metering.set(workspaceId, run);
     try {
       return await run;
     } finally {
-      if (this.metering.get(claim.workspaceId) === run) this.metering.delete(claim.workspaceId);
+      if (this.metering.get(workspaceId) === run) this.metering.delete(workspaceId);
     }
-  }
-
-  private async meterNow(claim: ClaimRecord, meter: UsageMeter, limit: number | null, now: Date): Promise<MeterDecision> {
-    return this.store.withTransaction(async (session) => {
-      const decision = await meter.tryConsume({ workspaceId: claim.workspaceId, kind: 'agent-runs', limit, now, session });
-      if (!decision.allowed) return decision;
-      const noted = await this.claims.updateOne(
-        { _id: claim._id, state: 'active', started: false, meteredPeriod: { $exists: false } },
-        { $set: { meteredPeriod: decision.period } },
-        { session },
-      );
-      if (noted.matchedCount === 0) throw new ClaimGoneError(claim._id);
-      return decision;
-    });
-  }
-
-  /** Removes a claim that was refused before anyone saw it (quota): it never held anything. */
-  async discard(id: string): Promise<void> {
-    await this.claims.deleteOne({ _id: id, state: 'active', started: false, meteredPeriod: { $exists: false } });
   }
 
   /** The task is in progress under the claim: record its token and announce the claim. */
