@@ -252,6 +252,40 @@ describe('claims: races', () => {
   });
 });
 
+describe('claims: releases answered before their bookkeeping', () => {
+  it('claims: a release is answered before its syncPending clear; sweeps and a new claim racing the clear leave one end, the task ready (then claimed), the clear done', async () => {
+    const second = await h.replica();
+    for (let round = 0; round < 10; round++) {
+      const issueId = await h.task(projectId);
+      const a = agent(`agent-q${round}`);
+      const { claim: c } = await claim(issueId, a);
+      const [released, , , again] = await Promise.allSettled([
+        h.rpc.releaseClaim({ issueId }, { principal: a }).then(async (r) => {
+          // Answered: the end is in both stores whatever the clear's progress.
+          expect((await allClaims()).find((x) => x._id === c?.id)?.state).toBe('released');
+          expect((await h.taskRecord(issueId))?.claim?.claimId).not.toBe(c?.id);
+          return r;
+        }),
+        h.core.sweep({ reconcile: false }),
+        second.core.sweep({ reconcile: true }),
+        second.rpc.claimWork({ issueId }, { principal: agent(`agent-p${round}`) }),
+      ]);
+      expect(released.status).toBe('fulfilled');
+      await h.core.settle();
+      await second.core.settle();
+      const stored = (await allClaims()).find((x) => x._id === c?.id);
+      expect([stored?.state, stored?.syncPending]).toEqual(['released', undefined]);
+      const task = await h.taskRecord(issueId);
+      if (again.status === 'fulfilled') expect([task?.status, task?.claim?.claimId]).toEqual(['in-progress', again.value.claim?.id]);
+      else expect([task?.status, task?.claim]).toEqual(['ready', undefined]);
+      const activity = await h.planning.planning.tasks.listActivity(issueId, { limit: 20 });
+      expect(activity.filter((x) => x.kind === 'claim-released')).toHaveLength(1);
+      const ends = (await h.claimEvents()).filter((e) => (e.data.subject as { id: string } | undefined)?.id === c?.id && e.type !== 'claim.created');
+      expect(ends.map((e) => e.type)).toEqual(['claim.released']);
+    }
+  });
+});
+
 describe('claims: leases and the stale holder', () => {
   it('claims: a stale holder cannot write after its lease: another agent claims, the first one’s status post, completion, heartbeat and release get 409', async () => {
     const issueId = await h.task(projectId);

@@ -130,4 +130,9 @@ export class ClaimsCore {
   reconcileAll(batch?: number): Promise<number> {
     return this.upkeep.reconcileAll(batch);
   }
+
+  /** Waits for writes still running after their request was answered (before the store closes). */
+  settle(): Promise<void> {
+    return this.ends.settle();
+  }
 }

@@ -87,6 +87,7 @@ export const agentsClaimsModule: ModuleDefinition<AgentsClaimsSettings> = {
         unobserve?.();
         await sweeper.stop();
         await consumer?.stop();
+        await core.settle();
         await outbox.stop();
         await store.close();
       },

@@ -10,7 +10,15 @@ import type { ClaimRecord, EndRequest } from '../store/claims.js';
 import { asSystem, systemTarget, SYSTEM_ACTOR, type CoreDeps } from './context.js';
 
 export class ClaimEnds {
+  /** `syncPending` clears still being written after their request was answered (see `syncEnd`). */
+  private readonly clearing = new Set<Promise<void>>();
+
   constructor(private readonly deps: CoreDeps) {}
+
+  /** Waits for the `syncPending` clears still being written (before the store closes). */
+  async settle(): Promise<void> {
+    while (this.clearing.size > 0) await Promise.all([...this.clearing]);
+  }
 
   /** Ends a claim here, then (when `sync`) in the issues service. Returns the ended claim, if this call ended it. */
   async endClaim(claim: ClaimRecord, request: Omit<EndRequest, 'meter'>): Promise<ClaimRecord | null> {
@@ -25,8 +33,11 @@ export class ClaimEnds {
    * carries the claim's `startBy`: until then the task keeps a tombstone of the claim, so a start
    * still on its way (its request gave up, its transaction did not) is refused there. Once the end
    * is applied, no start of the claim can land any more: nothing is left to wait for.
+   *
+   * With `answerFirst`, the answer does not wait for the clear: the end is durable in both stores
+   * by then, and a clear lost to a crash only makes the sweeper send the (idempotent) end again.
    */
-  async syncEnd(claim: ClaimRecord, actor: { type: string; id: string } = SYSTEM_ACTOR): Promise<ClaimTarget | undefined> {
+  async syncEnd(claim: ClaimRecord, actor: { type: string; id: string } = SYSTEM_ACTOR, options: { answerFirst?: boolean } = {}): Promise<ClaimTarget | undefined> {
     let target: ClaimTarget | undefined;
     if (claim.state === 'released' || claim.state === 'expired' || claim.state === 'aborted') {
       const res = await this.deps.issues.endClaimedWork(
@@ -35,7 +46,16 @@ export class ClaimEnds {
       );
       target = res.target;
     }
-    await this.deps.claims.clearSync(claim._id);
+    if (!options.answerFirst) {
+      await this.deps.claims.clearSync(claim._id);
+      return target;
+    }
+    const clear = this.deps.claims.clearSync(claim._id).then(
+      () => undefined,
+      (err: unknown) => this.deps.logger.warn({ err, claimId: claim._id }, "claim end applied to its task; its syncPending not cleared (the sweeper sends the end again)"),
+    );
+    this.clearing.add(clear);
+    void clear.finally(() => this.clearing.delete(clear));
     return target;
   }
 

@@ -140,7 +140,7 @@ export class ClaimHolding {
       throw staleClaim('The claim ended or expired meanwhile');
     }
     recordLeaseRemaining((claim.expiresAt.getTime() - now.getTime()) / 1000, 'release');
-    const after = await this.ends.syncEnd(ended, actor).catch((err: unknown) => this.ends.deferred(ended, err));
+    const after = await this.ends.syncEnd(ended, actor, { answerFirst: true }).catch((err: unknown) => this.ends.deferred(ended, err));
     return { claim: claimView(ended, now), issue: { id: issueId, status: after?.status ?? target.status } };
   }
 }

@@ -107,6 +107,7 @@ export async function createClaimsHarness(
   const outbox = await createOutbox({ store: store as DocumentStore, bus: createInProcessBus(), source: 'agents-claims', logger: quiet });
   const meter = await createUsageMeter(store, { clock: () => new Date(planning.now) });
   const claims = await ClaimRepository.open(store, outbox);
+  const cores: ClaimsCore[] = [];
   const replica = async (): Promise<ClaimsReplica> => {
     const core = new ClaimsCore({
       claims: await ClaimRepository.open(store, outbox),
@@ -120,6 +121,7 @@ export async function createClaimsHarness(
       startTimeoutMs: options.startTimeoutMs ?? 15_000,
       idempotencyLeaseMs: options.idempotencyLeaseMs ?? 30_000,
     });
+    cores.push(core);
     return { core, rpc: rpcClientOf(ClaimService, createClaimService(core)) };
   };
   const first = await replica();
@@ -170,6 +172,7 @@ export async function createClaimsHarness(
       return rows.map((r) => r.event);
     },
     async close() {
+      await Promise.all(cores.map((c) => c.settle()));
       await outbox.stop();
       await store.close();
       await planning.close();
