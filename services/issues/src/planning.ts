@@ -49,8 +49,11 @@ export async function openPlanning(deps: PlanningDeps): Promise<Planning> {
   const planning = await PlanningRepository.open(deps.store, deps.outbox);
   const tasks = await TaskRepository.open(deps.store, deps.outbox, planning, {
     agentExists: (workspaceId, agentId, session) => deps.agents.exists(workspaceId, agentId, session),
-    async donePolicy(workspaceId, projectId, session) {
-      const [workspace, project] = await Promise.all([deps.workspaces.findById(workspaceId, session), planning.findProject(projectId, session)]);
+    async donePolicy(workspaceId, projectId, session, workspaceRead) {
+      const [workspace, project] = await Promise.all([
+        workspaceRead?._id === workspaceId && !session ? workspaceRead : deps.workspaces.findById(workspaceId, session),
+        planning.findProject(projectId, session),
+      ]);
       return effectiveDonePolicy(workspace, project);
     },
   });

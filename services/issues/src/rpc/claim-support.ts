@@ -13,10 +13,12 @@ import { validateAgentId } from '../domain/tasks.js';
 import type { ClaimSupportRepository } from '../store/claim-support.js';
 import type { Actor, TaskRecord } from '../store/task-documents.js';
 import type { TaskRepository } from '../store/tasks.js';
+import type { WorkspaceRecord } from '../store/workspaces.js';
 import { pageLimit } from './cursor.js';
 import type { PlanningAccess } from './planning-access.js';
 import { doneStatuses } from './done-status.js';
 import { approvalGateMessages, toCommentMessage, toTaskMessage } from './task-messages.js';
+import { workspaceReadFor } from './workspace-service.js';
 
 export { ClaimSupportService };
 
@@ -183,8 +185,9 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
       const workspaceId = validateId(request.workspaceId, 'workspaceId');
       const agentId = validateAgentId(request.agentId, 'agentId');
       const principal = ctx.principal;
+      let workspace: WorkspaceRecord | undefined;
       if (principal.type !== 'system') {
-        await access.workspace(ctx, workspaceId, READ_QUEUE);
+        workspace = workspaceReadFor(await access.workspace(ctx, workspaceId, READ_QUEUE));
         // A token sees its own agent's queue only.
         if (principal.type !== 'api-key' || principal.agentId !== agentId) {
           throw new ServiceError('forbidden', "The ready queue is an agent's: call it with the agent's token", { reason: 'token-required' });
@@ -196,7 +199,7 @@ export function createClaimSupportService(deps: ClaimSupportDeps): ServiceImplem
       const startingIds = request.startingIssueIds.map((id) => validateId(id, 'startingIssueIds'));
       const [page, held] = await Promise.all([repo.listReady(workspaceId, agentId, limit, after, startingIds), repo.heldBy(workspaceId, agentId)]);
       const now = deps.clock();
-      const done = await doneStatuses(deps.tasks, [...page.tasks.map((t) => t.task), ...(held ? [held] : [])], now);
+      const done = await doneStatuses(deps.tasks, [...page.tasks.map((t) => t.task), ...(held ? [held] : [])], now, workspace);
       const message = (t: TaskRecord) => toTaskMessage(t, { now, ...(done.has(t._id) ? { done: done.get(t._id) } : {}) });
       return {
         tasks: page.tasks.map((t) => ({ task: message(t.task), rank: t.rank })),

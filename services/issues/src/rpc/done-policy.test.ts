@@ -1,6 +1,6 @@
 import { ServiceError } from '@planning/errors';
 import type { Principal } from '@planning/rpc';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createPlanningHarness, type PlanningHarness } from '../testing/planning-harness.js';
 
 let h: PlanningHarness;
@@ -77,6 +77,23 @@ describe('done policy: settings', () => {
     const cleared = await h.projects.updateProject({ id: projectId, clearFields: ['doneRequires'] }, owner);
     expect(cleared.project?.doneRequires).toBeUndefined();
     expect((await h.tasks.getTaskContract({ issueId: id }, agent)).done).toMatchObject({ requires: 'evidence', gate: 'in-review' });
+  });
+
+  it('done policy: a task detail (and contract) shows the workspace policy in force, reading the workspace once (the access check’s read)', async () => {
+    const { id } = await inReview(['Tests pass']);
+    const reads = vi.spyOn(h.workspaces, 'findById');
+    const detail = async (who: Principal) => (await h.tasks.getTask({ id }, who)).task?.task?.done;
+    expect(await detail(agent)).toMatchObject({ requires: 'nothing', gate: 'done' });
+    expect(reads).toHaveBeenCalledTimes(1);
+    await setPolicy('evidence', 'in-review');
+    reads.mockClear();
+    expect(await detail(agent)).toMatchObject({ requires: 'evidence', gate: 'in-review' });
+    expect(await detail(owner)).toMatchObject({ requires: 'evidence', gate: 'in-review' });
+    expect((await h.tasks.getTaskContract({ issueId: id }, agent)).done).toMatchObject({ requires: 'evidence', gate: 'in-review' });
+    expect(reads).toHaveBeenCalledTimes(3);
+    // A project's own policy still wins over the workspace's.
+    await h.projects.updateProject({ id: projectId, doneRequires: 'nothing' }, owner);
+    expect(await detail(agent)).toMatchObject({ requires: 'nothing', gate: 'in-review' });
   });
 
   it('done policy: unknown values are 400 naming the field, and nothing changes', async () => {

@@ -18,12 +18,13 @@ import { healthInput, type ActivityRecord, type TaskRecord } from '../store/task
 import type { TaskRecordRepository } from '../store/task-records.js';
 import type { TaskSearch } from '../store/task-search.js';
 import { edgesOf, type BulkOutcome, type TaskRepository, type WriteContext } from '../store/tasks.js';
-import type { WorkspaceRepository } from '../store/workspaces.js';
+import type { WorkspaceRecord, WorkspaceRepository } from '../store/workspaces.js';
 import { validateOverride } from '../domain/done-policy.js';
 import { pageLimit } from './cursor.js';
 import { doneStatusOfTask } from './done-status.js';
 import { fencedWriteContext, fenceOutcomes, validateFencingToken, type WriteFences } from './write-fences.js';
 import { READ_TASKS, WRITE_TASKS, writeContextOf, type PlanningAccess } from './planning-access.js';
+import { workspaceReadFor } from './workspace-service.js';
 import {
   patchFromMessage,
   rawInstructionsPatch,
@@ -162,11 +163,15 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
   });
 
   /** The task by id if the caller may do `requirement` in its workspace (404 / 403 otherwise). */
-  const taskFor = async (ctx: CallContext, id: string, requirement = READ_TASKS, field = 'id'): Promise<TaskRecord> => {
+  const taskFor = async (ctx: CallContext, id: string, requirement = READ_TASKS, field = 'id'): Promise<TaskRecord> => (await taskWithAccess(ctx, id, requirement, field)).task;
+
+  /** `taskFor`, with the access answer (whose workspace record the done policy can reuse). */
+  const taskWithAccess = async (ctx: CallContext, id: string, requirement = READ_TASKS, field = 'id'): Promise<{ task: TaskRecord; workspace?: WorkspaceRecord }> => {
     const task = await tasks.get(validateId(id, field));
     if (!task) throw new ServiceError('not-found', 'Issue not found');
-    await access.record(ctx, 'Issue', task.workspaceId, requirement);
-    return task;
+    const answer = await access.record(ctx, 'Issue', task.workspaceId, requirement);
+    const workspace = workspaceReadFor(answer);
+    return { task, ...(workspace ? { workspace } : {}) };
   };
 
   /** The workspaces whose readiness the caller may see: the ones it administers. */
@@ -227,7 +232,7 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
     },
 
     async getTask(request, ctx) {
-      const task = await taskFor(ctx, request.id);
+      const { task, workspace } = await taskWithAccess(ctx, request.id);
       // Reads the task's own counters make unnecessary are skipped: no evidence or dependents to
       // list when their counts are 0, and no count query when the latest page is not full.
       const countUnlessShort = async (page: readonly unknown[], count: () => Promise<number>): Promise<number> =>
@@ -240,7 +245,7 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
         records.listApprovals(task._id, { limit: LIMITS.acceptanceChecks }),
         tasks.getMany(task.dependencies),
         task.dependentCount > 0 ? tasks.dependentsOf([task._id], 100) : [],
-        doneStatusOfTask(tasks, task, now),
+        doneStatusOfTask(tasks, task, now, workspace),
       ]);
       const [commentCount, activityCount] = await Promise.all([
         countUnlessShort(comments, () => records.countComments(task._id)),
@@ -385,8 +390,8 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
     },
 
     async getTaskContract(request, ctx) {
-      const task = await taskFor(ctx, request.issueId, READ_TASKS, 'issueId');
-      const done = await doneStatusOfTask(tasks, task, deps.clock());
+      const { task, workspace } = await taskWithAccess(ctx, request.issueId, READ_TASKS, 'issueId');
+      const done = await doneStatusOfTask(tasks, task, deps.clock(), workspace);
       return { issueId: task._id, status: task.status, contract: toContractMessage(task), done: toDoneStatusMessage(done) };
     },
 

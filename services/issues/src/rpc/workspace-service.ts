@@ -9,6 +9,7 @@ import {
   ROLES,
   type AccessLookup,
   type Role,
+  type WorkspaceAccess,
   type WorkspaceAction,
 } from '@planning/access';
 import { ServiceError } from '@planning/errors';
@@ -60,8 +61,22 @@ export function createLocalAccess(workspaces: WorkspaceRepository): AccessLookup
     const hidden = principal.type === 'api-key' && principal.workspaceId !== workspaceId;
     if (!workspace || hidden) return { exists: false, role: undefined, planId: 'free', status: '' };
     const role = principal.type === 'user' ? await workspaces.roleOf(workspaceId, principal.id) : undefined;
-    return { exists: true, role, planId: workspace.planId, status: workspace.status };
+    const access: WorkspaceAccess = { exists: true, role, planId: workspace.planId, status: workspace.status };
+    readWorkspaces.set(access, workspace);
+    return access;
   };
+}
+
+/** The workspace record each local access answer was read from (see `workspaceReadFor`). */
+const readWorkspaces = new WeakMap<WorkspaceAccess, WorkspaceRecord>();
+
+/**
+ * The workspace record the local access lookup read to answer `access` (undefined for another
+ * lookup): a handler holding the answer uses it instead of reading the workspace again in the
+ * same request (the done policy of a task detail).
+ */
+export function workspaceReadFor(access: WorkspaceAccess): WorkspaceRecord | undefined {
+  return readWorkspaces.get(access);
 }
 
 export type WorkspaceMessage = Workspace;

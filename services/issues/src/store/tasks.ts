@@ -5,7 +5,7 @@ import type { Collection, DocumentStore, Filter, StoredDocument, StoreSession } 
 import { claimEndOf, fenceRefusal, type ClaimEnd, type ClaimMirror, type WriteFence } from '../domain/claims.js';
 import { assertNoDependencyCycle, assertNoParentCycle } from '../domain/dependencies.js';
 import { encodeSearchCursor } from '../domain/ranking.js';
-import { doneMoveRefusal, type DoneFacts, type DonePolicy } from '../domain/done-policy.js';
+import { doneMoveRefusal, type DoneFacts, type DonePolicy, type StoredDonePolicy } from '../domain/done-policy.js';
 import { CLOSED_STATUSES, type MoveActor, type TaskStatus } from '../domain/task-status.js';
 import {
   applyPatch,
@@ -58,7 +58,8 @@ export interface CreateContext extends WriteContext {
 export interface TaskReferenceChecks {
   agentExists(workspaceId: string, agentId: string, session?: StoreSession): Promise<boolean>;
   /** The done policy in force for a task of `projectId` (the project's, else the workspace's). */
-  donePolicy(workspaceId: string, projectId: string, session?: StoreSession): Promise<DonePolicy>;
+  /** `workspaceRead`: the task's workspace as this request already read it (outside a transaction). */
+  donePolicy(workspaceId: string, projectId: string, session?: StoreSession, workspaceRead?: StoredDonePolicy & { _id: string }): Promise<DonePolicy>;
 }
 
 export interface TaskChange {
@@ -276,9 +277,9 @@ export class TaskRepository {
     };
   }
 
-  /** The done policy in force for a task. */
-  donePolicy(task: Pick<TaskRecord, 'workspaceId' | 'projectId'>, session?: StoreSession): Promise<DonePolicy> {
-    return this.checks.donePolicy(task.workspaceId, task.projectId, session);
+  /** The done policy in force for a task (`workspaceRead`: its workspace, already read by this request). */
+  donePolicy(task: Pick<TaskRecord, 'workspaceId' | 'projectId'>, session?: StoreSession, workspaceRead?: StoredDonePolicy & { _id: string }): Promise<DonePolicy> {
+    return this.checks.donePolicy(task.workspaceId, task.projectId, session, workspaceRead);
   }
 
   /**
