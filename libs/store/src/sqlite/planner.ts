@@ -13,8 +13,10 @@
  * The planner picks the path from what it can know cheaply: an index that decides the whole
  * filter in the requested order wins at once; otherwise counts of the candidate ranges (bounded
  * to what the decision needs) and, for text, the document count of the literal's rarest trigram
- * (from the full-text index's vocabulary) decide between an ordered walk and fetching the few
- * matches and sorting them.
+ * (from the full-text index's vocabulary) decide between an ordered walk (over the narrowest
+ * range that gives the order), fetching the few matches and sorting them, and the ordered walk
+ * filtered by another range's (or the text candidates') row ids, so that only candidates' documents
+ * are read. The documents are tested only for what the walk does not decide itself.
  */
 import type { Filter } from '../port.js';
 import { extractConditions, impliesPartial, literalConditions, type FieldCondition } from '../document/filter.js';
@@ -72,6 +74,8 @@ export interface PlanRequest {
 export interface Plan {
   kind: 'IDHACK' | 'IXSCAN' | 'FTS' | 'COLLSCAN';
   index?: string;
+  /** An index walk tests each entry's row id against this index's range (or text index's candidates) before reading the document. */
+  filter?: string;
   /** Rows come out in the requested order (a sort-less query is always "in order"). */
   ordered: boolean;
   /** The same document may come out more than once (an index with array values). */
@@ -109,6 +113,15 @@ const MAX_MERGED_RUNS = 32;
  */
 const TEXT_CANDIDATE_COST = 4;
 
+/**
+ * Relative costs, against reading a document, of gathering one row id of another index's range
+ * (`INDEX_FILTER_COST`) or of the text index's candidates (`TEXT_FILTER_COST`) into the set a
+ * walk is filtered by, and of walking one index entry whose document is not read (`ENTRY_COST`).
+ */
+const INDEX_FILTER_COST = 0.1;
+const TEXT_FILTER_COST = 0.25;
+const ENTRY_COST = 0.1;
+
 interface IndexCandidate {
   idx: PlannerIndex;
   /** Per leading key, the values it must equal (encoded). */
@@ -131,7 +144,7 @@ function isExactEquality(value: unknown): boolean {
   return true;
 }
 
-const col = (i: number): string => `x.k${i}`;
+const col = (i: number, alias = 'x'): string => `${alias}.k${i}`;
 
 /** How an index gives the requested order, if it can. */
 interface IndexOrder {
@@ -232,13 +245,13 @@ function dedupeKeys(keys: Buffer[]): Buffer[] {
   return sorted.filter((k, i) => i === 0 || !k.equals(sorted[i - 1] as Buffer));
 }
 
-/** `x.k0 = @a AND x.k1 IN (...) AND x.k2 > @lo ...` for an index candidate. */
-function indexWhere(c: IndexCandidate, p: Params): string[] {
+/** `x.k0 = @a AND x.k1 IN (...) AND x.k2 > @lo ...` for an index candidate (`alias`: the index table's name in the statement). */
+function indexWhere(c: IndexCandidate, p: Params, alias = 'x'): string[] {
   const where: string[] = [];
   c.points.forEach((keys, i) => {
-    where.push(keys.length === 1 ? `${col(i)} = ${p.add(keys[0])}` : `${col(i)} IN (${keys.map((k) => p.add(k)).join(', ')})`);
+    where.push(keys.length === 1 ? `${col(i, alias)} = ${p.add(keys[0])}` : `${col(i, alias)} IN (${keys.map((k) => p.add(k)).join(', ')})`);
   });
-  return [...where, ...rangeWhere(c, p)];
+  return [...where, ...rangeWhere(c, p, alias)];
 }
 
 function cartesian(lists: Buffer[][]): Buffer[][] {
@@ -247,10 +260,10 @@ function cartesian(lists: Buffer[][]): Buffer[][] {
   return out;
 }
 
-function rangeWhere(c: IndexCandidate, p: Params): string[] {
+function rangeWhere(c: IndexCandidate, p: Params, alias = 'x'): string[] {
   const where: string[] = [];
   if (c.range) {
-    const k = col(c.prefix);
+    const k = col(c.prefix, alias);
     const { lower, upper, bracket } = c.range;
     where.push(lower ? `${k} ${lower.inclusive ? '>=' : '>'} ${p.add(lower.key)}` : `${k} >= ${p.add(Buffer.from([bracket[0]]))}`);
     where.push(upper ? `${k} ${upper.inclusive ? '<=' : '<'} ${p.add(upper.key)}` : `${k} < ${p.add(Buffer.from([bracket[1]]))}`);
@@ -300,6 +313,69 @@ function textCandidate(coll: PlannerCollection, filter: Filter): TextCandidate |
   return best;
 }
 
+/** The values a top-level equality (`v`, `{$eq: v}`, `{$in: [...]}`) accepts. */
+function equalityValues(value: unknown): unknown[] | undefined {
+  if (value instanceof RegExp || Array.isArray(value)) return undefined;
+  if (value !== null && typeof value === 'object' && !(value instanceof Date)) {
+    const ops = Object.keys(value);
+    if (ops.length !== 1) return undefined;
+    const operand = (value as Record<string, unknown>)[ops[0] as string];
+    if (ops[0] === '$eq') return [operand];
+    if (ops[0] === '$in' && Array.isArray(operand)) return operand;
+    return undefined;
+  }
+  return [value];
+}
+
+const sameKeys = (a: readonly Buffer[], b: readonly Buffer[]): boolean => a.length === b.length && a.every((k, i) => k.equals(b[i] as Buffer));
+
+/**
+ * Top-level conditions the index walk of `c` applies exactly, so the documents need no second
+ * test of them: an equality (or `$in`) on a leading key whose values are the walk's points, and a
+ * range on the next key within one type bracket. A range over numbers needs a lower bound (NaN
+ * sorts below every number, and `$lt` never matches it). Nothing is decided by an index with
+ * array values: its entries hold the elements of nested arrays too, which equality does not reach.
+ */
+function decidedFields(c: IndexCandidate, filter: Filter): Set<string> {
+  const out = new Set<string>();
+  if (c.idx.multikey) return out;
+  for (let i = 0; i < c.prefix; i++) {
+    const field = c.idx.fields[i] as string;
+    const values = equalityValues(filter[field]);
+    if (values === undefined || values.length === 0) continue;
+    let keys: Buffer[];
+    try {
+      keys = dedupeKeys(values.map(encodeKey));
+    } catch {
+      continue;
+    }
+    if (sameKeys(keys, c.points[i] as Buffer[])) out.add(field);
+  }
+  const range = c.range;
+  const field = c.idx.fields[c.prefix];
+  const value = field === undefined ? undefined : filter[field];
+  if (range && field !== undefined && value !== null && typeof value === 'object' && !(value instanceof Date) && !(value instanceof RegExp)) {
+    const ops = Object.entries(value as Record<string, unknown>);
+    const kinds = new Set(ops.map(([, v]) => (typeof v === 'string' ? 'string' : v instanceof Date && !Number.isNaN(v.getTime()) ? 'date' : typeof v === 'number' && !Number.isNaN(v) ? 'number' : 'other')));
+    const lower = ops.find(([op]) => op === '$gt' || op === '$gte');
+    const upper = ops.find(([op]) => op === '$lt' || op === '$lte');
+    const same = (bound: { key: Buffer; inclusive: boolean } | undefined, op: [string, unknown] | undefined): boolean =>
+      bound === undefined ? op === undefined : op !== undefined && bound.inclusive === op[0].endsWith('e') && bound.key.equals(encodeKey(op[1]));
+    if (
+      ops.length > 0 &&
+      ops.every(([op]) => op === '$gt' || op === '$gte' || op === '$lt' || op === '$lte') &&
+      kinds.size === 1 &&
+      !kinds.has('other') &&
+      !(kinds.has('number') && lower === undefined) &&
+      same(range.lower, lower) &&
+      same(range.upper, upper)
+    ) {
+      out.add(field);
+    }
+  }
+  return out;
+}
+
 export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   const p = new Params();
   const { sargable, residual } = translateFilter(req.filter, p);
@@ -328,23 +404,42 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   const text = req.countOnly && candidates.some((c) => c.covered) ? undefined : textCandidate(coll, req.filter);
   const inOrder = (c: IndexCandidate): boolean => req.sort === undefined || c.order !== undefined;
 
-  const chosen = choose(coll, req, candidates, text);
-  if (chosen === 'text' && text) {
-    const t = text.text;
-    const where = [`c.rid IN (SELECT rowid FROM ${t.table} WHERE ${t.table} MATCH ${p.add(ftsQuery(text.terms))} UNION ALL SELECT rid FROM ${t.pending})`, ...base()];
-    return { ...finish('FTS', docs, where), index: text.text.name };
+  const choice = choose(coll, req, candidates, text);
+  // Rows of the full-text candidates (and of the rows still pending for the text index).
+  const textRows = (t: TextCandidate): string =>
+    `SELECT rowid FROM ${t.text.table} WHERE ${t.text.table} MATCH ${p.add(ftsQuery(t.terms))} UNION ALL SELECT rid FROM ${t.text.pending}`;
+  if (choice === 'text' && text) return { ...finish('FTS', docs, [`c.rid IN (${textRows(text)})`, ...base()]), index: text.text.name };
+  if (choice === undefined || choice === 'text') return finish('COLLSCAN', docs, base());
+  const chosen = 'filtered' in choice ? choice.filtered : choice;
+  const filter = 'filtered' in choice ? choice.filter : undefined;
+  // A filtered walk tests each entry's row id against the other index's range (or the text
+  // candidates), gathered once by SQLite, before the document is read.
+  const filterWhere: string[] = [];
+  const filterDecides = new Set<string>();
+  if (filter === 'text' && text) filterWhere.push(`x.rid IN (${textRows(text)})`);
+  else if (filter !== undefined && filter !== 'text') {
+    const where = indexWhere(filter, p, 'y');
+    filterWhere.push(`x.rid IN (SELECT y.rid FROM ${filter.idx.table} AS y${where.length ? ` WHERE ${where.join(' AND ')}` : ''})`);
+    for (const f of decidedFields(filter, req.filter)) filterDecides.add(f);
   }
-  if (chosen === undefined || chosen === 'text') return finish('COLLSCAN', docs, base());
+  const filterName = filter === undefined ? undefined : filter === 'text' ? text?.text.name : filter.idx.name;
   const source = `${chosen.idx.table} AS x CROSS JOIN ${docs} ON c.rid = x.rid`;
   const order = req.sort ? chosen.order : undefined;
   const direction = (d: 1 | -1): string => (d === 1 ? 'ASC' : 'DESC');
-  // The index decides the whole filter: the documents need no second test.
-  const decided: Partial<Plan> = chosen.covered ? { residual: '1' } : {};
+  // The index decides the whole filter: the documents need no second test; otherwise they are
+  // tested only for the conditions the walk does not apply itself.
+  const skip = chosen.covered ? undefined : new Set([...decidedFields(chosen, req.filter), ...filterDecides]);
+  const decided: Partial<Plan> = chosen.covered
+    ? { residual: '1' }
+    : skip && skip.size > 0
+      ? { residual: translateFilter(Object.fromEntries(Object.entries(req.filter).filter(([k]) => !skip.has(k))), p).residual }
+      : {};
   if (order?.merge) {
     const range = rangeWhere(chosen, p);
     return {
-      ...finish('IXSCAN', source, base(), decided),
+      ...finish('IXSCAN', source, [...filterWhere, ...base()], decided),
       index: chosen.idx.name,
+      ...(filterName === undefined ? {} : { filter: filterName }),
       ordered: true,
       runs: cartesian(chosen.points).map((point) => [...point.map((k, i) => `${col(i)} = ${p.add(k)}`), ...range]),
       orderColumns: order.columns.map((c, i) => `${c.sql} AS o${i}`).join(', '),
@@ -353,14 +448,15 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   }
   const where = indexWhere(chosen, p);
   const plan: Plan = {
-    ...finish('IXSCAN', source, [...where, ...base()], decided),
+    ...finish('IXSCAN', source, [...where, ...filterWhere, ...base()], decided),
     index: chosen.idx.name,
+    ...(filterName === undefined ? {} : { filter: filterName }),
     ordered: inOrder(chosen),
     orderBy: order ? `ORDER BY ${order.columns.map((c) => `${c.sql} ${direction(c.dir)}`).join(', ')}` : '',
     duplicates: chosen.idx.multikey,
     covered: chosen.covered,
   };
-  if (chosen.covered && !req.excludeIds) plan.indexOnlyFrom = `${chosen.idx.table} AS x${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
+  if (chosen.covered && !req.excludeIds && filter === undefined) plan.indexOnlyFrom = `${chosen.idx.table} AS x${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
   return plan;
 }
 
@@ -369,7 +465,7 @@ function choose(
   req: PlanRequest,
   candidates: IndexCandidate[],
   text: TextCandidate | undefined,
-): IndexCandidate | 'text' | undefined {
+): Choice | undefined {
   const longest = (list: IndexCandidate[]): IndexCandidate | undefined =>
     list.reduce<IndexCandidate | undefined>((best, c) => {
       if (!best) return c;
@@ -387,47 +483,104 @@ function choose(
   if (candidates.length === 0 && !text) return undefined;
 
   const n = Math.max(1, coll.docCount());
-  const counts = new Map<string, number>();
+  // Entries counted per range: exact below the cap it was counted with, else at least that many.
+  const counts = new Map<string, { n: number; cap: number }>();
   const countOf = (c: IndexCandidate, cap: number): number => {
     const key = `${c.idx.table}|${c.points.map((k) => k.map((b) => b.toString('hex')).join(',')).join('|')}|${c.range ? JSON.stringify(c.range) : ''}`;
     const known = counts.get(key);
-    if (known !== undefined) return known;
+    if (known !== undefined && (known.n < known.cap || cap <= known.cap)) return Math.min(known.n, cap);
     const q = new Params();
     const where = indexWhere(c, q);
     const sql = `SELECT count(*) AS n FROM (SELECT 1 FROM ${c.idx.table} AS x${where.length ? ` WHERE ${where.join(' AND ')}` : ''} LIMIT ${q.add(cap)})`;
     const got = coll.countRows(sql, q.values);
-    counts.set(key, got);
+    counts.set(key, { n: got, cap });
     return got;
   };
 
   if (!Number.isFinite(req.want) || req.countOnly) return smallest(candidates, countOf, text);
   const walks = candidates.filter(inOrder);
-  const bestWalk = perfect ?? longest(walks.filter((c) => c.walk || req.sort === undefined)) ?? longest(walks);
-  if (!bestWalk) return smallest(candidates, countOf, text);
-  // A walk in order stops after `want` matches: about want × n / matches entries. Reading all
-  // matches of a narrower range (or the full-text candidates) and sorting them costs about their
-  // count each (times `cost`): that wins while count × cost < want × n / count.
-  const budget = (cost: number): number => Math.ceil(Math.sqrt((req.want * n) / cost));
-  let best: IndexCandidate | 'text' = bestWalk;
-  let bestCost = Infinity;
-  if (text && text.estimate < budget(TEXT_CANDIDATE_COST)) {
-    best = 'text';
-    bestCost = text.estimate * TEXT_CANDIDATE_COST;
-  }
-  const cap = budget(1);
+  const preferred = perfect ?? longest(walks.filter((c) => c.walk || req.sort === undefined)) ?? longest(walks);
+  if (!preferred) return smallest(candidates, countOf, text);
+  const { walk: bestWalk, entries } = perfect ? { walk: perfect, entries: n } : narrowestWalk(preferred, walks.filter((c) => c.walk || req.sort === undefined), countOf, n);
+  // A walk in order stops after `want` matches: about want × entries / matches entries (its range
+  // holds `entries`). Reading all matches of a narrower range (or the full-text candidates) and
+  // sorting them costs about their count each (times `cost`): that wins while
+  // count × cost < want × entries / count.
+  const budget = (cost: number): number => Math.ceil(Math.sqrt((req.want * entries) / cost));
+  // Past this count a candidate can neither be sorted here nor filter the walk more cheaply.
+  const cap = budget(INDEX_FILTER_COST);
   const walked = new Set(constrained(bestWalk));
+  const options: { c: IndexCandidate | 'text'; count: number }[] = text ? [{ c: 'text', count: text.estimate }] : [];
   for (const c of candidates) {
     if (c === bestWalk || (inOrder(c) && c.walk)) continue;
     // Constraining only fields the walk constrains too (the same conditions), it holds at least
     // the walk's range: never narrower, and counting it would cost up to `cap` entries for nothing.
     if (constrained(c).every((f) => walked.has(f))) continue;
     const count = countOf(c, cap + 1);
-    if (count <= cap && count < bestCost) {
+    if (count <= cap) options.push({ c, count });
+  }
+  // Costs in documents read. The walk reads one per entry until `want` matches, its range holding
+  // at most as many matches as the narrowest candidate.
+  const matches = Math.max(1, Math.min(entries, ...options.map((o) => o.count)));
+  const walkCost = (req.want * entries) / matches;
+  const filterable = bestWalk.walk || req.sort === undefined;
+  let best: Choice = bestWalk;
+  let bestCost = walkCost;
+  for (const { c, count } of options) {
+    const sorted = count * (c === 'text' ? TEXT_CANDIDATE_COST : 1);
+    if (sorted < bestCost) {
       best = c;
-      bestCost = count;
+      bestCost = sorted;
+    }
+    // The same walk testing each entry against the candidates' row ids first: the documents of
+    // entries that are no candidates are never read.
+    const filtered = count * (c === 'text' ? TEXT_FILTER_COST : INDEX_FILTER_COST) + walkCost * ENTRY_COST + req.want;
+    if (filterable && filtered < bestCost) {
+      best = { filtered: bestWalk, filter: c };
+      bestCost = filtered;
     }
   }
   return best;
+}
+
+/** A walk in order whose entries must also be candidates of another index or of the text index. */
+interface FilteredWalk {
+  filtered: IndexCandidate;
+  filter: IndexCandidate | 'text';
+}
+
+type Choice = IndexCandidate | 'text' | FilteredWalk;
+
+/**
+ * Of several indexes that all give the requested order, the one whose range holds the fewest
+ * entries: with the same matches to find, the walk over the narrower range reads fewer entries
+ * before a page is full. An index constraining only fields another one constrains too is never
+ * narrower and is not counted. The ranges are counted side by side with a growing cap, so
+ * choosing costs about twice the narrowest range, not the widest. Returns the walk and about
+ * how many entries its range holds (`n` when nothing was counted).
+ */
+function narrowestWalk(
+  preferred: IndexCandidate,
+  walks: IndexCandidate[],
+  countOf: (c: IndexCandidate, cap: number) => number,
+  n: number,
+): { walk: IndexCandidate; entries: number } {
+  const distinct = walks.filter((c) => {
+    const mine = constrained(c);
+    return !walks.some((o) => o !== c && constrained(o).length > mine.length && mine.every((f) => constrained(o).includes(f)));
+  });
+  if (!distinct.includes(preferred) || distinct.length < 2) return { walk: preferred, entries: n };
+  // The preferred walk first: on a tie it stays.
+  const order = [preferred, ...distinct.filter((c) => c !== preferred)];
+  for (let cap = 256; ; cap *= 4) {
+    let best: { walk: IndexCandidate; entries: number } | undefined;
+    for (const c of order) {
+      const count = countOf(c, cap + 1);
+      if (count <= cap && (!best || count < best.entries)) best = { walk: c, entries: count };
+    }
+    if (best) return { walk: best.walk, entries: Math.max(1, best.entries) };
+    if (cap > n) return { walk: preferred, entries: n };
+  }
 }
 
 /** The fields whose conditions an index candidate applies (its equality prefix and range). */

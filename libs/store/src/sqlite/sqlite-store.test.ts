@@ -335,3 +335,78 @@ describe('sqlite store: plans', () => {
     }
   });
 });
+
+describe('sqlite store: filtered walks', () => {
+  it('plans: a page walked in order is filtered by a selective index or the text index before documents are read, with the same answers as no index', async () => {
+    const indexed = createSqliteStore({ path: ':memory:' });
+    const plain = createSqliteStore({ path: ':memory:' });
+    try {
+      const c = indexed.collection('items');
+      const p = plain.collection('items');
+      await c.createIndexes([
+        { name: 'ws_rank', keys: { ws: 1, rank: 1 } },
+        { name: 'ws_tags', keys: { ws: 1, tags: 1 } },
+        { name: 'ws_n', keys: { ws: 1, n: 1 } },
+        { name: 'ws_text', keys: { ws: 1, text: 1 }, substring: true },
+      ]);
+      let seed = 7;
+      const rnd = (): number => {
+        seed = (seed * 1103515245 + 12345) % 2 ** 31;
+        return seed / 2 ** 31;
+      };
+      // Rare tags (one nested in an array, which equality to the tag must not match), numbers
+      // that are mostly 0 with a few NaN, strings and missing values, a rare word in the text.
+      const docs = Array.from({ length: 4000 }, (_, i) => {
+        const r = rnd();
+        const n = r < 0.03 ? 1 + (i % 3) : r < 0.04 ? Number.NaN : r < 0.05 ? '5' : r < 0.06 ? undefined : 0;
+        const tags = rnd() < 0.02 ? ['rare', 'common'] : rnd() < 0.01 ? [['rare']] : rnd() < 0.01 ? 'rare' : ['common'];
+        return {
+          _id: `d${String(i).padStart(5, '0')}`,
+          ws: i % 5 === 0 ? 'other' : 'main',
+          rank: Math.floor(rnd() * 1000),
+          tags,
+          ...(n === undefined ? {} : { n }),
+          text: `alpha beta ${rnd() < 0.02 ? 'kestrel ' : ''}gamma ${i}`,
+        };
+      });
+      await c.insertMany(docs);
+      await p.insertMany(docs);
+      const cases: [Filter, string | undefined][] = [
+        [{ ws: 'main', tags: 'rare' }, 'ws_tags'],
+        [{ ws: 'main', tags: { $in: ['rare', 'none'] } }, 'ws_tags'],
+        [{ ws: 'main', n: { $gt: 0 } }, 'ws_n'],
+        [{ ws: 'main', n: { $gte: 2, $lt: 3 } }, undefined],
+        [{ ws: 'main', text: { $regex: 'kestrel' } }, 'ws_text'],
+        [{ ws: 'main', tags: 'rare', text: { $regex: 'kestrel' } }, undefined],
+        [{ ws: 'main', n: { $lt: 1 } }, undefined],
+        [{ ws: 'main', tags: ['rare'] }, undefined],
+      ];
+      for (const [filter, via] of cases) {
+        for (const dir of [1, -1] as const) {
+          const sort = { rank: dir, _id: dir };
+          const label = JSON.stringify({ filter, dir });
+          const want = (await p.find(filter, { sort })).map((d) => d._id);
+          expect((await c.find(filter, { sort, limit: 10 })).map((d) => d._id), label).toEqual(want.slice(0, 10));
+          expect((await c.find(filter, { sort, skip: 10, limit: 10 })).map((d) => d._id), label).toEqual(want.slice(10, 20));
+          expect(await c.countDocuments(filter), label).toBe(want.length);
+          if (via !== undefined) expect(await c.explain(filter, { sort, limit: 10 }), label).toMatchObject({ plan: 'IXSCAN', index: 'ws_rank', filter: via, inMemorySort: false });
+        }
+      }
+      // A walk over a range of `n` tests the documents no further, except where the range could
+      // hold what it does not match (NaN below every number).
+      for (const n of [{ $lt: 1 }, { $lte: 0 }, { $gt: 0 }, { $gte: 0, $lt: 2 }, { $gt: '4' }]) {
+        for (const dir of [1, -1] as const) {
+          const filter = { ws: 'main', n };
+          const sort = { n: dir, _id: dir };
+          const label = JSON.stringify({ filter, dir });
+          const want = (await p.find(filter, { sort })).map((d) => d._id);
+          expect((await c.find(filter, { sort, limit: 10 })).map((d) => d._id), label).toEqual(want.slice(0, 10));
+          expect(await c.explain(filter, { sort, limit: 10 }), label).toMatchObject({ plan: 'IXSCAN', index: 'ws_n', inMemorySort: false });
+        }
+      }
+    } finally {
+      await indexed.close();
+      await plain.close();
+    }
+  });
+});

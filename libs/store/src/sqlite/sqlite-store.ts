@@ -79,6 +79,8 @@ export interface QueryExplain {
   /** `IDHACK`: `_id` lookups; `IXSCAN`: an index table; `FTS`: a substring index; `COLLSCAN`: every document. */
   plan: 'IDHACK' | 'IXSCAN' | 'FTS' | 'COLLSCAN';
   index?: string;
+  /** An `IXSCAN` whose entries must also be in this index's range (or the substring index's candidates): gathered once, checked before a document is read. */
+  filter?: string;
   /** The statement that ran (its first phase, when the result was sorted here). */
   sql: string;
   /** Rows SQLite handed over (documents that passed the filter's SQL form, or could not be decided there). */
@@ -776,6 +778,7 @@ class SqliteStore implements SqliteDocumentStore {
     const where = [...p.where, `(${p.residual}) IS NOT 0`].join(' AND ');
     const explain: QueryExplain = { plan: p.kind, sql: '', docsExamined: 0, docsEvaluated: 0, nReturned: 0, inMemorySort: sort !== undefined && !p.ordered };
     if (p.index !== undefined) explain.index = p.index;
+    if (p.filter !== undefined) explain.filter = p.filter;
     const seen = p.duplicates ? new Set<number>() : undefined;
     const rows: Row[] = [];
     if (p.ordered) {
