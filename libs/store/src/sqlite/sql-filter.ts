@@ -195,13 +195,16 @@ class FieldSql {
   any(test: ElementTest): string {
     const element: Operand = { t: 'j.type', v: 'j.value', d: `(CASE WHEN j.type = 'object' THEN json_extract(j.value, '$."$date"') END)` };
     const through = this.throughArray;
+    // The field's type is read once: a string or a number (what fields mostly hold) is tested
+    // with its type known, so the value is the only further lookup in the document.
+    const known = (t: string): Operand => ({ t: `'${t}'`, v: `json_extract(${this.doc}, ${this.path})`, d: 'NULL' });
     return (
       // An array: 1 if an element passes; unknown if an element is undecided (or is itself an
       // array: mingo reads arrays nested in arrays its own way); 0 otherwise.
-      `(CASE WHEN ${this.type} IS 'array' THEN (CASE WHEN EXISTS (SELECT 1 FROM json_each(${this.doc}, ${this.path}) AS j WHERE (${test(element)}) IS 1) THEN 1` +
+      `(CASE ${this.type} WHEN 'text' THEN ${test(known('text'))} WHEN 'integer' THEN ${test(known('integer'))} WHEN 'real' THEN ${test(known('real'))}` +
+      ` WHEN 'array' THEN (CASE WHEN EXISTS (SELECT 1 FROM json_each(${this.doc}, ${this.path}) AS j WHERE (${test(element)}) IS 1) THEN 1` +
       ` WHEN EXISTS (SELECT 1 FROM json_each(${this.doc}, ${this.path}) AS j WHERE j.type = 'array' OR (${test(element)}) IS NULL) THEN ${UNKNOWN} ELSE 0 END)` +
-      (through ? ` WHEN ${this.type} IS NULL AND ${through} THEN ${UNKNOWN}` : '') +
-      ` ELSE ${test(this.direct)} END)`
+      ` ELSE ${through ? `(CASE WHEN ${this.type} IS NULL AND ${through} THEN ${UNKNOWN} ELSE ${test(this.direct)} END)` : test(this.direct)} END)`
     );
   }
 
