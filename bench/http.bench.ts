@@ -30,7 +30,7 @@ const WRITES = Number(process.env.HTTP_BENCH_WRITES ?? 100_000);
 const OPEN_LOOP_SECONDS = 20;
 /** HTTP_BENCH_QUICK=1: only the closed-loop rows (for comparing builds or settings quickly); the section is not rewritten. */
 const QUICK = process.env.HTTP_BENCH_QUICK === '1';
-/** HTTP_BENCH_ONLY=byId,patch: only these closed-loop rows (with QUICK); HTTP_BENCH_ONLY=distributed: only the distributed phase; HTTP_BENCH_ONLY=memory: only the idle memory breakdown. */
+/** HTTP_BENCH_ONLY=byId,patch: only these closed-loop rows (with QUICK); HTTP_BENCH_ONLY=distributed: only the distributed phase; HTTP_BENCH_ONLY=memory: only the idle memory breakdown; HTTP_BENCH_ONLY=retained: that breakdown, then HTTP_BENCH_WRITES writes and where the memory is after them (HEAP_PROBE_SNAPSHOTS=<folder>: heap snapshots too). */
 const ONLY = new Set((process.env.HTTP_BENCH_ONLY ?? '').split(',').filter(Boolean));
 /** HTTP_BENCH_PROFILE=<folder>: the bundle runs with --cpu-prof into that folder (one profile per thread). */
 const PROFILE = process.env.HTTP_BENCH_PROFILE;
