@@ -178,6 +178,7 @@ describe('the rendered chart', () => {
       'PlanningClaimRefusalSpike',
       'PlanningOutboxLag',
       'PlanningAuditLag',
+      'PlanningBusDropped',
     ]);
     const dashboard = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'planning-dashboard')!;
     expect(dashboard.metadata.namespace).toBe('monitoring');
@@ -188,7 +189,7 @@ describe('the rendered chart', () => {
 describe('alerts and dashboard', () => {
   /** Every series name the service exports, as Prometheus writes it. */
   const exported = new Set<string>(['target_info']);
-  const counters = new Set(['claimsStarted', 'claimsRefused', 'claimsExpired', 'rateLimitDecisions', 'importRows', 'exportBytes']);
+  const counters = new Set(['busDropped', 'claimsStarted', 'claimsRefused', 'claimsExpired', 'rateLimitDecisions', 'importRows', 'exportBytes']);
   const histograms = new Set(Object.keys(METRICS).filter((k) => /Duration|Lag$|Remaining/.test(k) && !k.startsWith('outbox')));
   for (const [key, name] of Object.entries(METRICS)) {
     const base = name.replace(/\./g, '_');

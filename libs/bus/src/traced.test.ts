@@ -4,6 +4,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@o
 import { injectTraceHeaders, startMetricsServer, startTelemetry, type MetricsServer, type Telemetry } from '@planning/telemetry';
 import { parsePrometheusText, startNatsServer, type NatsServerHandle } from '@planning/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createBus } from './index.js';
 import { createInProcessBus } from './in-process/in-process-bus.js';
 import { createNatsBus } from './nats/nats-bus.js';
 import type { Delivery, EventBus, EventEnvelope } from './port.js';
@@ -94,5 +95,34 @@ describe.each([
   it('bus telemetry: the wrapped bus still shows the adapter’s own properties', () => {
     expect(bus.kind).toBe(kind);
     if (kind === 'nats') expect((bus as unknown as { stream: string }).stream).toBe('PLANNING');
+  });
+});
+
+describe('in-process bus drops (createBus)', () => {
+  it('bus drops: an event a cap drops before its consumer had it is counted on /metrics and warned about, at most once a minute', async () => {
+    const warnings: { obj: Record<string, unknown>; msg: string | undefined }[] = [];
+    const logger = { debug: () => undefined, warn: (obj: object, msg?: string) => warnings.push({ obj: obj as Record<string, unknown>, msg }) };
+    const bus = await createBus({ kind: 'in-process', maxMessages: 1, logger });
+    const subject = `planning.test.dropped-${randomUUID().slice(0, 8)}.created`;
+    let release!: () => void;
+    const hang = new Promise<void>((r) => (release = r));
+    const consumer = await bus.consume({ durable: 'stuck', filterSubjects: [subject], concurrency: 1 }, () => hang);
+    const publish = () =>
+      bus.publish({ id: randomUUID(), type: 'thing.created', subject, source: 'test', occurredAt: new Date().toISOString(), data: {} });
+    // The first is in flight at the stuck consumer; each further one pushes an unhandled one out.
+    for (let i = 0; i < 5; i++) {
+      await publish();
+      await new Promise((r) => setImmediate(r));
+    }
+    const families = parsePrometheusText(await (await fetch(`http://127.0.0.1:${metrics.port}/metrics`)).text());
+    const dropped = families.get('planning_bus_dropped_total')?.samples.find((s) => s.labels['messaging_destination_name'] === subject);
+    expect(dropped?.value).toBe(4);
+    expect(dropped?.labels['planning_bus_drop_reason']).toBe('max-messages');
+    // One warning for the burst (the next may come a minute later), naming the consumer.
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.obj).toMatchObject({ dropped: 1, reason: 'max-messages', subject, consumers: ['stuck'] });
+    release();
+    await consumer.stop();
+    await bus.close();
   });
 });

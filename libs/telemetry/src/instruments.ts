@@ -27,6 +27,7 @@ export const METRICS = {
   messagingProcessDuration: 'messaging.process.duration',
   busPublishLag: 'planning.bus.publish.lag',
   busConsumeLag: 'planning.bus.consume.lag',
+  busDropped: 'planning.bus.dropped',
   outboxPending: 'planning.outbox.pending',
   outboxLag: 'planning.outbox.lag',
   claimsActive: 'planning.claims.active',
@@ -58,6 +59,10 @@ function create(meter: Meter) {
     messagingProcessDuration: histogram(METRICS.messagingProcessDuration, 'Duration of handling one event from the bus.', 's', DURATION_BUCKETS),
     busPublishLag: histogram(METRICS.busPublishLag, 'Time from an event being recorded to the bus accepting it.', 's', LAG_BUCKETS),
     busConsumeLag: histogram(METRICS.busConsumeLag, 'Time from the bus accepting an event to a consumer starting to handle it.', 's', LAG_BUCKETS),
+    busDropped: meter.createCounter(METRICS.busDropped, {
+      description: 'Events a retention cap of the in-process bus dropped before every consumer had handled them.',
+      unit: '{event}',
+    }),
     outboxPending: meter.createObservableGauge(METRICS.outboxPending, { description: 'Events recorded in an outbox and not yet published.', unit: '{event}' }),
     outboxLag: meter.createObservableGauge(METRICS.outboxLag, { description: 'Age of the oldest event not yet published from an outbox (0 when empty).', unit: 's' }),
     claimsActive: meter.createObservableGauge(METRICS.claimsActive, { description: 'Claims currently held, as the claims store counts them.', unit: '{claim}' }),
@@ -137,6 +142,11 @@ export function recordBusProcess(r: { system: string; subject: string; group: st
   const i = instruments();
   if (r.lagSeconds !== undefined) i.busConsumeLag.record(Math.max(0, r.lagSeconds), attributes);
   i.messagingProcessDuration.record(r.seconds, withError(attributes, r.errorType));
+}
+
+/** An event the bus dropped before a consumer had it (the in-process bus's caps). */
+export function recordBusDropped(r: { system: string; subject: string; reason: string }): void {
+  instruments().busDropped.add(1, { 'messaging.system': r.system, 'messaging.destination.name': r.subject, 'planning.bus.drop_reason': r.reason });
 }
 
 type Unobserve = () => void;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { describeBusContract } from '../contract/bus-contract.js';
 import type { Delivery, EventEnvelope } from '../port.js';
-import { createInProcessBus } from './in-process-bus.js';
+import { createInProcessBus, type DroppedMessage } from './in-process-bus.js';
 
 describeBusContract('in-process', async () => {
   const bus = createInProcessBus();
@@ -88,6 +88,41 @@ describe('in-process bus', () => {
     await until(() => got.length === 3);
     await consumer.stop();
     expect(got).toEqual(['e3', 'e4', 'e5']);
+    await bus.close();
+  });
+
+  it('retention: a cap that drops what a durable has not handled says so; dropping what every durable finished does not', async () => {
+    let now = 1_000_000;
+    const dropped: DroppedMessage[] = [];
+    const bus = createInProcessBus({ maxMessages: 2, maxAgeMs: 60_000, clock: () => now, onDrop: (d) => dropped.push(d) });
+    // No durable yet: the cap trims silently (nobody is owed these messages).
+    for (let i = 1; i <= 3; i++) await bus.publish(event(`pre${i}`));
+    expect(dropped).toEqual([]);
+    // `fast` handles everything; `slow` only audit subjects and never finishes (it hangs).
+    const fast = await bus.consume({ durable: 'fast', filterSubjects: ['planning.>'] }, async () => {});
+    let release!: () => void;
+    const hang = new Promise<void>((r) => (release = r));
+    const slow = await bus.consume({ durable: 'slow', filterSubjects: ['planning.audit.>'], concurrency: 1 }, () => hang);
+    await bus.publish(event('a1', 'planning.audit.thing.created'));
+    await bus.publish(event('a2', 'planning.audit.thing.created'));
+    await bus.publish(event('t1'));
+    await bus.publish(event('t2'));
+    await until(() => dropped.length >= 2);
+    // a1 (in flight at slow) and a2 (not yet delivered to slow) were dropped by the cap; t1 was
+    // not slow's to handle and fast had finished it, so its drop is not reported.
+    expect(dropped.map((d) => [d.subject, d.reason, d.durables])).toEqual([
+      ['planning.audit.thing.created', 'max-messages', ['slow']],
+      ['planning.audit.thing.created', 'max-messages', ['slow']],
+    ]);
+    // The age cap: a message older than maxAgeMs that slow never got goes with reason max-age.
+    await bus.publish(event('a3', 'planning.audit.thing.created'));
+    now += 61_000;
+    await bus.publish(event('t3'));
+    await until(() => dropped.length >= 3);
+    expect(dropped.slice(2).map((d) => [d.subject, d.reason, d.durables])).toEqual([['planning.audit.thing.created', 'max-age', ['slow']]]);
+    release();
+    await fast.stop();
+    await slow.stop();
     await bus.close();
   });
 

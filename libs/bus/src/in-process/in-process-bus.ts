@@ -23,6 +23,19 @@ export interface InProcessBusOptions {
   maxMessages?: number;
   /** Messages older than this are dropped, consumed or not. Default 24 h. */
   maxAgeMs?: number;
+  /**
+   * Called for each message a cap drops before every durable finished it: those durables never
+   * see it. `durables` names them; `reason` is the cap that dropped it. Default: nothing.
+   */
+  onDrop?: (dropped: DroppedMessage) => void;
+}
+
+/** A message a retention cap dropped while durables still had to handle it. */
+export interface DroppedMessage {
+  subject: string;
+  reason: 'max-messages' | 'max-age';
+  /** The durables that had not finished with it (not delivered yet, or delivered and not acked). */
+  durables: string[];
 }
 
 interface StoredMessage {
@@ -124,9 +137,24 @@ export function createInProcessBus(options: InProcessBusOptions = {}): EventBus 
     const ageCutoff = now() - maxAgeMs;
     while (log.length > 0) {
       const head = log[0]!;
-      if (head.seq < floor || log.length > maxMessages || head.storedAt < ageCutoff) log.shift();
-      else break;
+      if (head.seq < floor) log.shift();
+      else if (log.length > maxMessages || head.storedAt < ageCutoff) {
+        log.shift();
+        reportDrop(head, log.length >= maxMessages ? 'max-messages' : 'max-age');
+      } else break;
     }
+  }
+
+  /** A cap dropped `message` although some durable was not done with it. */
+  function reportDrop(message: StoredMessage, reason: DroppedMessage['reason']): void {
+    if (!options.onDrop) return;
+    const waiting: string[] = [];
+    for (const durable of durables.values()) {
+      const pending = durable.outstanding.has(message.seq) || (durable.cursor <= message.seq && matchesAny(durable.options.filterSubjects, message.subject));
+      if (pending) waiting.push(durable.name);
+    }
+    if (waiting.length === 0) return;
+    options.onDrop({ subject: message.subject, reason, durables: waiting });
   }
 
   function clearTimer(entry: Outstanding): void {
