@@ -6,7 +6,17 @@
  * way. The shapes are the ones the OpenAPI schemas in routes/planning-json.ts document.
  */
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import type { SearchTasksResponseSchema, TaskViewSchema } from '@planning/proto/planning/issues/v1/tasks_pb';
+import type {
+  ActivitySchema,
+  ApprovalSchema,
+  CommentSchema,
+  DoneStatusSchema,
+  EvidenceSchema,
+  GetTaskResponseSchema,
+  SearchTasksResponseSchema,
+  TaskRefSchema,
+  TaskViewSchema,
+} from '@planning/proto/planning/issues/v1/tasks_pb';
 import type { ResponseView } from '@planning/rpc';
 
 type Shape<S extends DescMessage> = MessageShape<S>;
@@ -80,5 +90,101 @@ export const ISSUE_PAGE_VIEW: ResponseView<Shape<typeof SearchTasksResponseSchem
   },
 };
 
+const parseJson = (text: string | undefined): unknown => (text === undefined ? undefined : JSON.parse(text));
+
+export function activityJson(a: Shape<typeof ActivitySchema>) {
+  return {
+    id: a.id || null,
+    issueId: a.issueId,
+    actor: { type: a.actor?.type ?? 'system', id: a.actor?.id ?? 'system' },
+    kind: a.kind,
+    changes: a.changes.map((c) => {
+      const from = parseJson(c.fromJson);
+      const to = parseJson(c.toJson);
+      return { field: c.field, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) };
+    }),
+    at: a.at,
+  };
+}
+
+export function commentJson(c: Shape<typeof CommentSchema>) {
+  return { id: c.id, issueId: c.issueId, authorId: c.authorId, authorType: c.authorType, body: c.body, createdAt: c.createdAt };
+}
+
+export function evidenceJson(e: Shape<typeof EvidenceSchema>) {
+  return {
+    id: e.id,
+    issueId: e.issueId,
+    kind: e.kind,
+    title: e.title,
+    url: e.url ?? null,
+    body: e.body ?? null,
+    checkId: e.checkId ?? null,
+    createdBy: e.createdBy,
+    createdAt: e.createdAt,
+  };
+}
+
+export function approvalJson(a: Shape<typeof ApprovalSchema>) {
+  return {
+    id: a.id,
+    issueId: a.issueId,
+    requestedBy: a.requestedBy,
+    reason: a.reason,
+    status: a.status,
+    decidedBy: a.decidedBy ?? null,
+    decidedAt: a.decidedAt ?? null,
+    decisionNote: a.decisionNote ?? null,
+    createdAt: a.createdAt,
+    for: a.approvalFor,
+    expiresAt: a.expiresAt,
+  };
+}
+
+/** What the done policy still needs (docs/planning.md): the task detail, the contract, context packs. */
+export function doneStatusJson(d: Shape<typeof DoneStatusSchema> | undefined) {
+  return {
+    requires: d?.requires || 'nothing',
+    gate: d?.gate || 'done',
+    missingCheckIds: d?.missingCheckIds ?? [],
+    evidencedChecks: d?.evidencedChecks ?? 0,
+    evidenceCount: d?.evidenceCount ?? 0,
+    approval: d?.approval || 'not-required',
+    ready: d?.ready ?? true,
+    nextStep: d?.nextStep ?? '',
+  };
+}
+
+const refJson = (r: Shape<typeof TaskRefSchema>) => ({ id: r.id, title: r.title, status: r.status });
+
+/**
+ * `GET /api/issues/{id}`: the issue plus comments, activity, evidence, approvals and graph
+ * context, as `{ data }`. The issue's JSON and the rest's are joined as text (the detail's keys
+ * follow the issue's, as the IssueDetail schema's `allOf` orders them), so no object of both is
+ * built.
+ */
+export const ISSUE_DETAIL_VIEW: ResponseView<Shape<typeof GetTaskResponseSchema>> = {
+  name: 'gateway.issues.detail',
+  render(d) {
+    if (!d.task) throw new Error('issue detail without a task');
+    const issue = JSON.stringify(issueJson(d.task));
+    const rest = JSON.stringify({
+      comments: d.comments.map(commentJson),
+      commentCount: d.commentCount,
+      activity: d.activity.map(activityJson),
+      activityCount: d.activityCount,
+      evidence: d.evidence.map(evidenceJson),
+      approvals: d.approvals.map(approvalJson),
+      done: doneStatusJson(d.task.task?.done),
+      dependencyGraph: {
+        dependencies: d.dependencies.map(refJson),
+        dependents: d.dependents.map(refJson),
+        edges: (d.dependencyGraph?.edges ?? []).map((e) => ({ sourceIssueId: e.sourceIssueId, targetIssueId: e.targetIssueId })),
+      },
+    });
+    return `{"data":${issue.slice(0, -1)},${rest.slice(1)}}`;
+  },
+};
+
 /** Every view the gateway asks the services' thread for. */
-export const GATEWAY_VIEWS: readonly ResponseView<never>[] = [ISSUE_PAGE_VIEW];
+export const GATEWAY_VIEWS: readonly ResponseView<never>[] = [ISSUE_PAGE_VIEW, ISSUE_DETAIL_VIEW];

@@ -1,8 +1,8 @@
 import { ServiceError } from '@planning/errors';
-import type { SearchTasksResponse } from '@planning/proto/planning/issues/v1/tasks_pb';
+import type { GetTaskResponse, SearchTasksResponse } from '@planning/proto/planning/issues/v1/tasks_pb';
 import { renderedBody, type RenderedResponse } from '@planning/rpc';
 import type { FastifyInstance } from 'fastify';
-import { ISSUE_PAGE_VIEW } from '../views.js';
+import { ISSUE_DETAIL_VIEW, ISSUE_PAGE_VIEW } from '../views.js';
 import { sendJsonBody } from './paging.js';
 import type { GatewayDeps } from '../deps.js';
 import { component, errors, ok, page, pageInfo } from '../openapi.js';
@@ -10,7 +10,6 @@ import {
   activityJson,
   activitySchema,
   dependencyGraphSchema,
-  issueDetailJson,
   issueDetailSchema,
   issueJson,
   issueSchema,
@@ -347,9 +346,10 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
       },
       config: { access: { auth: 'session-or-token', scope: 'issues:read' } },
     },
-    async (request) => {
-      const detail = await tasks.getTask({ id: request.params.id }, { principal: request.principal });
-      return { data: issueDetailJson(detail) };
+    async (request, reply) => {
+      // The services' thread renders the detail (see views.ts), as it does a page.
+      const detail: GetTaskResponse | RenderedResponse = await tasks.getTask({ id: request.params.id }, { principal: request.principal, view: ISSUE_DETAIL_VIEW });
+      return sendJsonBody(reply, renderedBody(ISSUE_DETAIL_VIEW, detail));
     },
   );
 

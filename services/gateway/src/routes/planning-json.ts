@@ -6,19 +6,12 @@
  */
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import { component, entityRefSchema } from '../openapi.js';
-import { issueJson } from '../views.js';
+import { activityJson, approvalJson, commentJson, doneStatusJson, evidenceJson, issueJson } from '../views.js';
 import type { InitiativeSchema, ProgramSchema } from '@planning/proto/planning/issues/v1/programs_pb';
 import type { ContextPackItemSchema, MilestoneSchema, ProjectSchema } from '@planning/proto/planning/issues/v1/projects_pb';
 import type {
-  ActivitySchema,
   ApprovalGateSchema,
-  ApprovalSchema,
-  CommentSchema,
-  DoneStatusSchema,
-  EvidenceSchema,
-  GetTaskResponseSchema,
   TaskContractSchema,
-  TaskRefSchema,
   TimeEntrySchema,
 } from '@planning/proto/planning/issues/v1/tasks_pb';
 
@@ -94,62 +87,11 @@ export function initiativeJson(i: Shape<typeof InitiativeSchema>) {
   };
 }
 
-// issueJson lives with the response views (the services' thread renders pages with it).
-export { issueJson };
-
-const parseJson = (text: string | undefined): unknown => (text === undefined ? undefined : JSON.parse(text));
-
-export function activityJson(a: Shape<typeof ActivitySchema>) {
-  return {
-    id: a.id || null,
-    issueId: a.issueId,
-    actor: { type: a.actor?.type ?? 'system', id: a.actor?.id ?? 'system' },
-    kind: a.kind,
-    changes: a.changes.map((c) => {
-      const from = parseJson(c.fromJson);
-      const to = parseJson(c.toJson);
-      return { field: c.field, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) };
-    }),
-    at: a.at,
-  };
-}
-
-export function commentJson(c: Shape<typeof CommentSchema>) {
-  return { id: c.id, issueId: c.issueId, authorId: c.authorId, authorType: c.authorType, body: c.body, createdAt: c.createdAt };
-}
+// These live with the response views (the services' thread renders pages and details with them).
+export { activityJson, approvalJson, commentJson, doneStatusJson, evidenceJson, issueJson };
 
 export function timeEntryJson(e: Shape<typeof TimeEntrySchema>) {
   return { id: e.id, issueId: e.issueId, actorId: e.actorId, minutes: e.minutes, note: e.note, loggedAt: e.loggedAt };
-}
-
-export function evidenceJson(e: Shape<typeof EvidenceSchema>) {
-  return {
-    id: e.id,
-    issueId: e.issueId,
-    kind: e.kind,
-    title: e.title,
-    url: e.url ?? null,
-    body: e.body ?? null,
-    checkId: e.checkId ?? null,
-    createdBy: e.createdBy,
-    createdAt: e.createdAt,
-  };
-}
-
-export function approvalJson(a: Shape<typeof ApprovalSchema>) {
-  return {
-    id: a.id,
-    issueId: a.issueId,
-    requestedBy: a.requestedBy,
-    reason: a.reason,
-    status: a.status,
-    decidedBy: a.decidedBy ?? null,
-    decidedAt: a.decidedAt ?? null,
-    decisionNote: a.decisionNote ?? null,
-    createdAt: a.createdAt,
-    for: a.approvalFor,
-    expiresAt: a.expiresAt,
-  };
 }
 
 /** An approval request as a task summarises it (pending ones, and the latest decided per `for`). */
@@ -162,42 +104,6 @@ export function approvalGateJson(g: Shape<typeof ApprovalGateSchema>) {
     requestedAt: g.requestedAt,
     expiresAt: g.expiresAt,
     decidedAt: g.decidedAt ?? null,
-  };
-}
-
-/** What the done policy still needs (docs/planning.md): the task detail, the contract, context packs. */
-export function doneStatusJson(d: Shape<typeof DoneStatusSchema> | undefined) {
-  return {
-    requires: d?.requires || 'nothing',
-    gate: d?.gate || 'done',
-    missingCheckIds: d?.missingCheckIds ?? [],
-    evidencedChecks: d?.evidencedChecks ?? 0,
-    evidenceCount: d?.evidenceCount ?? 0,
-    approval: d?.approval || 'not-required',
-    ready: d?.ready ?? true,
-    nextStep: d?.nextStep ?? '',
-  };
-}
-
-const refJson = (r: Shape<typeof TaskRefSchema>) => ({ id: r.id, title: r.title, status: r.status });
-
-/** The detail of `GET /api/issues/{id}`: the issue plus comments, activity, evidence, approvals and graph context. */
-export function issueDetailJson(d: Shape<typeof GetTaskResponseSchema>) {
-  if (!d.task) throw new Error('issue detail without a task');
-  return {
-    ...issueJson(d.task),
-    comments: d.comments.map(commentJson),
-    commentCount: d.commentCount,
-    activity: d.activity.map(activityJson),
-    activityCount: d.activityCount,
-    evidence: d.evidence.map(evidenceJson),
-    approvals: d.approvals.map(approvalJson),
-    done: doneStatusJson(d.task.task?.done),
-    dependencyGraph: {
-      dependencies: d.dependencies.map(refJson),
-      dependents: d.dependents.map(refJson),
-      edges: (d.dependencyGraph?.edges ?? []).map((e) => ({ sourceIssueId: e.sourceIssueId, targetIssueId: e.targetIssueId })),
-    },
   };
 }
 
