@@ -7,8 +7,9 @@
  * `synchronous=FULL` promises (every acknowledged commit survives a power cut), at one flush per
  * group instead of one per commit, and without blocking the event loop.
  *
- * Reads wait for the flush of every commit before them too, so no caller ever sees data that
- * could still be lost.
+ * Reads wait for the flush of every commit before them that changed the collection they read,
+ * so no caller ever sees data that could still be lost; a read does not wait for commits to other
+ * collections (an audit record or an outbox event being flushed does not hold up a read of tasks).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -24,9 +25,19 @@ export class Durability {
   /** `walFile`: the database's write-ahead log; undefined for an in-memory database (nothing to flush). */
   constructor(private readonly walFile: string | undefined) {}
 
-  /** Records a commit; returns its sequence number. */
-  commit(): number {
-    return ++this.committed;
+  /** The last commit that changed each collection (by the store's collection number). */
+  private readonly lastChange = new Map<number, number>();
+
+  /** Records a commit that changed `collections`; returns its sequence number. */
+  commit(collections: Iterable<number> = []): number {
+    const seq = ++this.committed;
+    if (this.walFile !== undefined) for (const no of collections) this.lastChange.set(no, seq);
+    return seq;
+  }
+
+  /** Resolves once every commit that changed collection `no` is on disk. */
+  waitFor(no: number): Promise<void> {
+    return this.wait(this.lastChange.get(no) ?? 0);
   }
 
   get failed(): Error | undefined {

@@ -111,6 +111,60 @@ describe('sqlite store: files', () => {
     });
   });
 
+  it('durability: a read waits only for unflushed commits that changed the collection it reads', async () => {
+    const file = path.join(tempDir(), 'store.sqlite');
+    await withStore(createSqliteStore({ path: file }), async (store) => {
+      const tasks = store.collection('tasks');
+      const audit = store.collection('audit');
+      const outbox = store.collection('outbox');
+      await tasks.insertOne({ _id: 't1', n: 1 });
+      await audit.insertOne({ _id: 'a0' });
+      await outbox.insertOne({ _id: 'o0' });
+      const held: (() => void)[] = [];
+      const real = fs.fdatasync;
+      const spy = vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, callback: (err: NodeJS.ErrnoException | null) => void) => {
+        held.push(() => real(fd, callback));
+      }) as typeof fs.fdatasync);
+      const settled: string[] = [];
+      const tick = () => new Promise((resolve) => setTimeout(resolve, 10));
+      try {
+        // An audit record committed, its flush held.
+        const written = audit.insertOne({ _id: 'a1' }).then(() => settled.push('audit write'));
+        for (let i = 0; i < 5 && held.length === 0; i++) await tick();
+        expect(held).toHaveLength(1);
+        // Reads of tasks are not held up by it; reads of audit are (they would see a1).
+        expect(await tasks.findOne({ _id: 't1' })).toMatchObject({ n: 1 });
+        expect(await tasks.countDocuments({})).toBe(1);
+        expect(await tasks.find({})).toHaveLength(1);
+        const auditRead = audit.find({}).then((docs) => settled.push(`audit read ${docs.length}`));
+        const auditCount = audit.countDocuments({}).then((n) => settled.push(`audit count ${n}`));
+        await tick();
+        expect(settled).toEqual([]);
+        // A transaction that changes tasks and outbox: reads of both now wait for its flush too,
+        // reads of a collection it did not change do not.
+        const session = store.withTransaction(async (s) => {
+          await tasks.updateOne({ _id: 't1' }, { $set: { n: 2 } }, { session: s });
+          await outbox.insertOne({ _id: 'o1' }, { session: s });
+        });
+        await tick();
+        const taskRead = tasks.findOne({ _id: 't1' }).then((doc) => settled.push(`task read ${String(doc?.n)}`));
+        const outboxRead = outbox.countDocuments({}).then((n) => settled.push(`outbox count ${n}`));
+        await tick();
+        expect(settled).toEqual([]);
+        // Let every flush run: everything resolves, reads seeing what was committed.
+        for (let i = 0; i < 20 && settled.length < 5; i++) {
+          for (const run of held.splice(0)) run();
+          await tick();
+        }
+        await Promise.all([written, auditRead, auditCount, session, taskRead, outboxRead]);
+        expect([...settled].sort()).toEqual(['audit count 2', 'audit read 2', 'audit write', 'outbox count 2', 'task read 2']);
+      } finally {
+        spy.mockRestore();
+        for (const run of held.splice(0)) run();
+      }
+    });
+  });
+
   it('durability: kill -9 during 5,000 concurrent writes loses no acknowledged write and tears no transaction', async () => {
     const dir = tempDir();
     const file = path.join(dir, 'store.sqlite');

@@ -377,6 +377,8 @@ class SqliteStore implements SqliteDocumentStore {
   private closed = false;
   /** A collection was created by the running write: undo it in memory if the write rolls back. */
   private catalogChanged = false;
+  /** The collections (by number) whose rows the current write transaction changed. */
+  private readonly touched = new Set<number>();
   /** Substring indexes with pending rows (see TEXT_BATCH). */
   private readonly textsPending = new Set<TextState>();
   private textTimer: ReturnType<typeof setTimeout> | undefined;
@@ -541,6 +543,7 @@ class SqliteStore implements SqliteDocumentStore {
     this.assertUsable();
     let result: R;
     this.catalogChanged = false;
+    this.touched.clear();
     try {
       result = this.db
         .transaction(() => {
@@ -554,7 +557,7 @@ class SqliteStore implements SqliteDocumentStore {
       throw err;
     }
     this.scheduleTexts();
-    await this.durability.wait(this.durability.commit());
+    await this.durability.wait(this.durability.commit(this.touched));
     return result;
   }
 
@@ -577,14 +580,18 @@ class SqliteStore implements SqliteDocumentStore {
   }
 
   /**
-   * Runs a read; resolves once every commit it could have seen is on disk. Inside a transaction
-   * (`inTransaction`) nothing waits: what it read reaches no caller before its commit, and the
-   * log is flushed in order, so the commit's own flush covers every commit before it.
+   * Runs a read; resolves once every commit it could have seen is on disk: every commit that
+   * changed `collection` when the read is of one collection, else every commit so far. Inside a
+   * transaction (`inTransaction`) nothing waits: what it read reaches no caller before its
+   * commit, and the log is flushed in order, so the commit's own flush covers every commit before it.
    */
-  async read<R>(fn: () => R, inTransaction = false): Promise<R> {
+  async read<R>(fn: () => R, inTransaction = false, collection?: string): Promise<R> {
     this.assertUsable();
     const result = fn();
-    if (!inTransaction) await this.durability.wait();
+    if (inTransaction) return result;
+    const c = collection === undefined ? undefined : this.state(collection);
+    if (collection !== undefined && !c) return result;
+    await (c ? this.durability.waitFor(c.no) : this.durability.wait());
     return result;
   }
 
@@ -997,6 +1004,7 @@ class SqliteStore implements SqliteDocumentStore {
    * index refuses a clash: DuplicateKeyError, and the caller's SQLite transaction undoes the rest.
    */
   private store(c: CollState, id: string, row: Row | undefined, before: Doc | null, after: Doc | null, changes: IndexChange[]): void {
+    this.touched.add(c.no);
     let rid = row?.rid;
     if (++c.writes % PLAN_WRITES === 0) c.epoch++;
     if (after === null) {
@@ -1433,7 +1441,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     const store = this.store;
     const tx = store.txOf(options);
     compileProjection(options?.projection);
-    const { docs } = await store.read(() => store.query(this.name, filter, { ...sortOf(options), limit: 1 }, tx), tx !== undefined);
+    const { docs } = await store.read(() => store.query(this.name, filter, { ...sortOf(options), limit: 1 }, tx), tx !== undefined, this.name);
     const doc = docs[0];
     return doc ? this.out(doc, options?.projection) : null;
   }
@@ -1443,7 +1451,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     const store = this.store;
     const tx = store.txOf(options);
     const projection = compileProjection(options?.projection);
-    const { docs } = await store.read(() => store.query(this.name, filter, pageOf(options), tx), tx !== undefined);
+    const { docs } = await store.read(() => store.query(this.name, filter, pageOf(options), tx), tx !== undefined, this.name);
     // Copies (see `out`).
     return docs.map((d) => (projection ? projection.apply(d) : cloneValue(d)) as T);
   }
@@ -1452,14 +1460,14 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     assertOptions(options, ['session', 'sort', 'projection', 'skip', 'limit'], 'explain');
     const store = this.store;
     const tx = store.txOf(options);
-    return (await store.read(() => store.query(this.name, filter, pageOf(options), tx))).explain;
+    return (await store.read(() => store.query(this.name, filter, pageOf(options), tx), false, this.name)).explain;
   }
 
   async countDocuments(filter: Filter, options?: SessionOption): Promise<number> {
     assertOptions(options, ['session'], 'countDocuments');
     const store = this.store;
     const tx = store.txOf(options);
-    return store.read(() => store.count(this.name, filter, tx), tx !== undefined);
+    return store.read(() => store.count(this.name, filter, tx), tx !== undefined, this.name);
   }
 
   async updateOne(filter: Filter, update: Update, options?: UpdateOptions): Promise<UpdateResult> {
