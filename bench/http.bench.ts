@@ -30,7 +30,7 @@ const WRITES = Number(process.env.HTTP_BENCH_WRITES ?? 100_000);
 const OPEN_LOOP_SECONDS = 20;
 /** HTTP_BENCH_QUICK=1: only the closed-loop rows (for comparing builds or settings quickly); the section is not rewritten. */
 const QUICK = process.env.HTTP_BENCH_QUICK === '1';
-/** HTTP_BENCH_ONLY=byId,patch: only these closed-loop rows (with QUICK); HTTP_BENCH_ONLY=distributed: only the distributed phase; HTTP_BENCH_ONLY=memory: only the idle memory breakdown; HTTP_BENCH_ONLY=retained: that breakdown, then HTTP_BENCH_WRITES writes and where the memory is after them (HEAP_PROBE_SNAPSHOTS=<folder>: heap snapshots too). */
+/** HTTP_BENCH_ONLY=byId,patch: only these closed-loop rows (with QUICK); HTTP_BENCH_ONLY=distributed: only the distributed phase; HTTP_BENCH_ONLY=memory: only the idle memory breakdown; HTTP_BENCH_ONLY=retained: that breakdown, then HTTP_BENCH_WRITES writes and where the memory is after them (HEAP_PROBE_SNAPSHOTS=<folder>: heap snapshots too); HTTP_BENCH_QUICK=1 HTTP_BENCH_ONLY=loop: only the two open-loop runs. */
 const ONLY = new Set((process.env.HTTP_BENCH_ONLY ?? '').split(',').filter(Boolean));
 /** HTTP_BENCH_PROFILE=<folder>: the bundle runs with --cpu-prof into that folder (one profile per thread). */
 const PROFILE = process.env.HTTP_BENCH_PROFILE;
@@ -115,6 +115,16 @@ function cpuMs(pid: number | undefined): number {
     return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
   } catch {
     return 0;
+  }
+}
+
+/** Waits until the process has stayed nearly idle (under 10 % of a core) for a second: event consumers caught up. At most 60 s. */
+async function quiet(pid: number | undefined): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    const before = cpuMs(pid);
+    await new Promise((r) => setTimeout(r, 1_000));
+    if (cpuMs(pid) - before < 100) return;
   }
 }
 
@@ -218,7 +228,8 @@ async function seed(base: string, adminPassword: string, log: (line: string) => 
     patchTasks.push(await task(`Patched ${i}`, { status: 'backlog' }));
   }
   const loopTasks: string[][] = [];
-  const perAgent = withLoopTasks ? Math.ceil((OPEN_LOOP_SECONDS * AGENT_RATE) / 5) + 2 : 0;
+  // Two open-loop runs (agents out of step, then in step), each using a task per five requests.
+  const perAgent = withLoopTasks ? 2 * (Math.ceil((OPEN_LOOP_SECONDS * AGENT_RATE) / 5) + 2) : 0;
   for (let i = 0; i < CONNECTIONS; i++) {
     const mine: string[] = [];
     for (let j = 0; j < perAgent; j++) mine.push(await task(`Loop ${i}.${j}`, { status: 'backlog', agent: { assignedAgentId: `agent-${i}` } }));
@@ -236,7 +247,18 @@ async function setStatus(base: string, token: string, id: string, status: string
 /** 50 agents, each at `AGENT_RATE` requests per second on a fixed schedule: latency counts from the scheduled time. */
 const LOOP_STEPS = ['ready work', 'claim', 'status post', 'evidence', 'move to in-review'] as const;
 
-async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; failures: number; requests: number; service: number[][] }> {
+/**
+ * `mixed`: the agents are spread over the five steps (agent i starts i mod 5 intervals late), so at
+ * any moment a fifth of them is on each step, as independent agents would be; `in-step`: every
+ * agent on the same step at the same time (200 claims per second for a quarter of a second, then
+ * 200 status posts, ...), the worst case of a fleet started together. `tasksOf(i)`: agent i's tasks.
+ */
+async function openLoop(
+  base: string,
+  f: Fixture,
+  mode: 'mixed' | 'in-step',
+  tasksOf: (agent: number) => string[],
+): Promise<{ samples: number[]; failures: number; requests: number; service: number[][] }> {
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS * 2 });
   const url = new URL(base);
   const send = (method: string, path: string, token: string, body?: unknown): Promise<{ status: number; json: unknown }> =>
@@ -270,13 +292,14 @@ async function openLoop(base: string, f: Fixture): Promise<{ samples: number[]; 
   const interval = 1000 / AGENT_RATE;
   await Promise.all(
     f.agentKeys.map(async (key, i) => {
-      // Spread the agents' schedules over one interval.
-      let due = started + (interval * i) / CONNECTIONS;
-      const tasks = [...f.loopTasks[i]!];
+      // Spread the agents' schedules over one interval (and, mixed, over the five steps).
+      const first = started + (mode === 'mixed' ? interval * (i % LOOP_STEPS.length) : 0) + (interval * i) / CONNECTIONS;
+      let due = first;
+      const tasks = tasksOf(i);
       let task: string | undefined;
       let fencingToken: number | undefined;
       let step = 0;
-      while (due - started < OPEN_LOOP_SECONDS * 1000) {
+      while (due - first < OPEN_LOOP_SECONDS * 1000) {
         const wait = due - performance.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         let res: { status: number; json: unknown };
@@ -700,8 +723,9 @@ const bench: Bench = {
     let lagNote: string;
     let claimRate = 0;
     let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
+    let loopInStep: Awaited<ReturnType<typeof openLoop>> | undefined;
     const heaps = QUICK ? undefined : await heapBreakdown(adminPassword, log);
-    const two = await startApp('on', !QUICK);
+    const two = await startApp('on', !QUICK || ONLY.has('loop'));
     const one = await startApp('off', false);
     const app = two.proc;
     try {
@@ -758,17 +782,32 @@ const bench: Bench = {
       }
       await one.proc.stop();
 
-      if (QUICK) {
+      const f = two.f;
+      if (QUICK && !ONLY.has('loop')) {
         log(`quick run:\n${quickSummary()}`);
         return null;
       }
-      const f = two.f;
       log('open loop: 50 agents at 4 requests/s');
       for (const [i, tasks] of f.loopTasks.entries()) for (const id of tasks) await setStatus(app.url, f.agentKeys[i]!.token, id, 'ready');
-      loop = await openLoop(app.url, f);
-      for (const [i, name] of LOOP_STEPS.entries()) {
-        const st = summarize(loop.service[i] ?? []);
-        log(`open loop ${name}: p50 ${ms(st.p50)} p99 ${ms(st.p99)}`);
+      const half = (i: number, second: boolean): string[] => {
+        const tasks = f.loopTasks[i]!;
+        return second ? tasks.slice(tasks.length / 2) : tasks.slice(0, tasks.length / 2);
+      };
+      // Each run starts once the bundle is idle (the status moves' events handled by audit and claims).
+      await quiet(app.child.pid);
+      loop = await openLoop(app.url, f, 'mixed', (i) => half(i, false));
+      await quiet(app.child.pid);
+      loopInStep = await openLoop(app.url, f, 'in-step', (i) => half(i, true));
+      for (const [label, run] of [['mixed', loop], ['in step', loopInStep]] as const) {
+        log(`open loop (${label}): p50 ${ms(summarize(run.samples).p50)} p99 ${ms(summarize(run.samples).p99)}`);
+        for (const [i, name] of LOOP_STEPS.entries()) {
+          const st = summarize(run.service[i] ?? []);
+          log(`open loop (${label}) ${name}: p50 ${ms(st.p50)} p99 ${ms(st.p99)}`);
+        }
+      }
+      if (QUICK) {
+        log(`quick run:\n${quickSummary()}`);
+        return null;
       }
 
       log(`${WRITES} writes`);
@@ -810,6 +849,12 @@ const bench: Bench = {
       `| ${label} | ${fmt(run.rps)} | ${ms(run.p50)} | ${ms(run.p99)} | ${fmt(run.cpuUsPerRequest)} µs | ${mb(run.rssMb)} | ${run.non2xx + run.errors} | ${ratio} | ${target} |`;
     const x = (a: number, b: number) => `${(a / b).toFixed(2)} ×`;
     const loopStats = summarize(loop?.samples ?? []);
+    const inStepStats = summarize(loopInStep?.samples ?? []);
+    const stepTimes = (run: typeof loop): string =>
+      LOOP_STEPS.map((name, i) => {
+        const st = summarize(run?.service[i] ?? []);
+        return `${name} ${ms(st.p50)} / ${ms(st.p99)}`;
+      }).join('; ');
     const endLoad = loadavg()[0]!.toFixed(2);
     return [
       '## HTTP request path: the all-in-one bundle beside its anchors',
@@ -841,12 +886,11 @@ const bench: Bench = {
         return `| ${labels[k]} | ${fmt(o.rps)} | ${ms(o.p50)} | ${ms(o.p99)} | ${fmt(o.cpuUsPerRequest)} µs | ${mb(o.rssMb)} | ${o.non2xx + o.errors} | ${(r(k).rps / o.rps).toFixed(2)} × |`;
       }),
       '',
-      `Open loop: ${CONNECTIONS} agents, each sending ${AGENT_RATE} requests/s on a fixed schedule for ${OPEN_LOOP_SECONDS} s (ready work, claim, status post, evidence, move to in-review under the claim; latency from the scheduled send time, so a slow answer delays and counts against the next): ` +
-        `${fmt(loop?.requests ?? 0)} requests, p50 ${ms(loopStats.p50)}, **p99 ${ms(loopStats.p99)}** (target ≤ 50 ms), ${loop?.failures ?? 0} non-2xx. ` +
-        `Each step's own answer time (p50 / p99, from its send): ${LOOP_STEPS.map((name, i) => {
-          const st = summarize(loop?.service[i] ?? []);
-          return `${name} ${ms(st.p50)} / ${ms(st.p99)}`;
-        }).join('; ')}.`,
+      `Open loop: ${CONNECTIONS} agents, each sending ${AGENT_RATE} requests/s on a fixed schedule for ${OPEN_LOOP_SECONDS} s (ready work, claim, status post, evidence, move to in-review under the claim; latency from the scheduled send time, so a slow answer delays and counts against the next). ` +
+        `Agents working independently (spread over the five steps: at any moment a fifth of them is on each, ${fmt((CONNECTIONS * AGENT_RATE) / LOOP_STEPS.length)} claims/s): ` +
+        `${fmt(loop?.requests ?? 0)} requests, p50 ${ms(loopStats.p50)}, **p99 ${ms(loopStats.p99)}** (target ≤ 50 ms), ${loop?.failures ?? 0} non-2xx; each step's own answer time (p50 / p99, from its send): ${stepTimes(loop)}. ` +
+        `The same agents all in step (every agent on the same step at once: ${fmt(CONNECTIONS * AGENT_RATE)} claims/s for a quarter of a second, then as many status posts, ...; the earlier runs of this benchmark measured only this): ` +
+        `${fmt(loopInStep?.requests ?? 0)} requests, p50 ${ms(inStepStats.p50)}, p99 ${ms(inStepStats.p99)}, ${loopInStep?.failures ?? 0} non-2xx; per step: ${stepTimes(loopInStep)}.`,
       '',
       `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}); the event consumers by then (from the bundle's /metrics): ${lagNote}.`,
       '',
