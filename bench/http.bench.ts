@@ -924,7 +924,7 @@ const bench: Bench = {
       "Per request on these rows: the gateway reuses an API key it looked up for `API_KEY_CACHE_MS` (2 s; a revoke applies at once on the replica that made it, docs/auth.md) instead of reading the key store each time; " +
         "a claim makes two calls to the issues service (the task's target, its start) and meters under the plan the token's principal carries; " +
         "an agent's `PATCH` of a task no claim ever started on does not ask agents-claims for its fence (the write's transaction still checks the task's claim mirror). " +
-        "Every durable write waits for its group commit; a claim waits for three commits one after the other (the claim and its run's metering in one transaction of the claims store, the task's start in the issues store, the claim marked started), a release for two before it is answered (the task's end in the issues store, the claim's end in the claims store) and one more after.",
+        "Every durable write waits for its group commit, and a read for the flush of the commits that changed the collection it reads (not for every commit: an audit record's or an outbox event's flush does not hold up a task read); a claim waits for three commits one after the other (the claim and its run's metering in one transaction of the claims store, the task's start in the issues store, the claim marked started), a release for two before it is answered (the task's end in the issues store, the claim's end in the claims store) and one more after.",
       '',
       distributedFailure
         ? `Distributed mode: not measured in this run (${distributedFailure}).`
