@@ -4,7 +4,7 @@
  * span) and the error mapping are the gRPC path's (see invoke.ts); what is left out is the wire:
  * no HTTP/2, no binary codec, no principal signature. Messages stay isolated: the handler gets a
  * checked copy of the request and the caller a copy of the response, so neither end can change
- * an object the other holds. A call made with a response view gets the view's bytes instead of a
+ * an object the other holds. A call made with a response view gets the view's text instead of a
  * copy of the response (see views.ts): a string rendered from it shares nothing with it.
  */
 import { create, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
@@ -16,7 +16,7 @@ import { grpcCodeName } from './errors.js';
 import { invokeHandler, type BoundHandler, type HandlerOutcome } from './invoke.js';
 import { checkedCopy, copyMessage } from './isolate.js';
 import { ANONYMOUS_PRINCIPAL, copyPrincipal, type Principal } from './principal.js';
-import { RenderedResponse, utf8, type ResponseView } from './views.js';
+import { RenderedResponse, type ResponseView } from './views.js';
 import { TRACER_NAME } from './trace-metadata.js';
 import { resolveDeadline, type RpcCallOptions, type RpcClient, type ServiceImplementation } from './types.js';
 
@@ -267,5 +267,5 @@ export function createDirectClient<S extends DescService>(service: S, options: D
 }
 
 function renderWith(view: ResponseView): (response: Message) => RenderedResponse {
-  return (response) => new RenderedResponse(utf8(view.render(response)));
+  return (response) => new RenderedResponse(view.render(response));
 }

@@ -1,11 +1,11 @@
 /**
- * Response views: a caller that only turns a response into bytes (the gateway answering a large
- * page as JSON) can ask the transport for those bytes instead of the message. A view is a pure
+ * Response views: a caller that only turns a response into text (the gateway answering a large
+ * page as JSON) can ask the transport for that text instead of the message. A view is a pure
  * function of the response message, known by name to both ends of a transport that can run it
- * where the response is made (the services' thread: the page then crosses as one transferred
- * buffer, not as a cloned object graph the caller maps and serialises again). A transport that
- * cannot (gRPC) answers with the message, and the caller renders it with the same view, so the
- * bytes are the same either way.
+ * where the response is made (the services' thread: the page then crosses as one string, copied
+ * flat, not as a cloned object graph the caller maps and serialises again; the caller's socket
+ * write encodes it). A transport that cannot (gRPC) answers with the message, and the caller
+ * renders it with the same view, so the text is the same either way.
  */
 import type { Message } from '@bufbuild/protobuf';
 
@@ -19,24 +19,17 @@ export interface ResponseView<M = Message> {
 /** What a call made with a view resolves to when the transport ran the view. */
 export class RenderedResponse {
   constructor(
-    /** UTF-8 of `view.render(response)`; the caller's own buffer. */
-    readonly body: Uint8Array,
+    /** `view.render(response)` (strings are immutable: nothing the callee keeps can change it). */
+    readonly body: string,
   ) {}
 }
 
-const encoder = new TextEncoder();
-
-/** The UTF-8 bytes of `text`, in a buffer of their own (transferable: never a slice of a pool). */
-export function utf8(text: string): Uint8Array {
-  return encoder.encode(text);
-}
-
 /**
- * The answer of a call made with `view`: the rendered bytes the transport made, or the view run
- * here on the message a transport without views returned.
+ * The answer of a call made with `view`: the text the transport rendered, or the view run here on
+ * the message a transport without views returned.
  */
-export function renderedBody<M>(view: ResponseView<M>, answer: M | RenderedResponse): Uint8Array {
-  return answer instanceof RenderedResponse ? answer.body : utf8(view.render(answer));
+export function renderedBody<M>(view: ResponseView<M>, answer: M | RenderedResponse): string {
+  return answer instanceof RenderedResponse ? answer.body : view.render(answer);
 }
 
 /** Views by name, for the serving end of a transport. */
