@@ -202,19 +202,23 @@ function registerTracing(app: FastifyInstance): void {
     // Everything after this hook (other hooks, the handler, its gRPC calls) runs in the span.
     context.with(trace.setSpan(parent, span), done);
   });
-  app.addHook('onResponse', async (request, reply) => {
+  // Hooks on every request take `done` rather than returning a promise: one promise and one
+  // microtask fewer per hook and request.
+  app.addHook('onResponse', (request, reply, done) => {
     const span = request.traceSpan;
-    if (!span) return;
-    span.setAttribute('http.response.status_code', reply.statusCode);
-    if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-    span.end();
-    recordHttpServerRequest({
-      method: request.method,
-      route: request.routeOptions.url,
-      statusCode: reply.statusCode,
-      scheme: request.protocol,
-      seconds: reply.elapsedTime / 1000,
-    });
+    if (span) {
+      span.setAttribute('http.response.status_code', reply.statusCode);
+      if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+      recordHttpServerRequest({
+        method: request.method,
+        route: request.routeOptions.url,
+        statusCode: reply.statusCode,
+        scheme: request.protocol,
+        seconds: reply.elapsedTime / 1000,
+      });
+    }
+    done();
   });
 }
 
@@ -226,7 +230,7 @@ const PROBE_PATHS = new Set(['/live', '/ready']);
  * status and time. Query strings hold search text and filter ids, which logs must not keep.
  */
 function registerRequestLog(app: FastifyInstance): void {
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const path = request.url.split('?', 1)[0] ?? '';
     // Not under `req`/`res`: the logger's serializers for those expect the framework's objects.
     const entry = {
@@ -235,6 +239,7 @@ function registerRequestLog(app: FastifyInstance): void {
     };
     if (PROBE_PATHS.has(path)) request.log.debug(entry, 'request completed');
     else request.log.info(entry, 'request completed');
+    done();
   });
 }
 
@@ -269,16 +274,18 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onRequest', async () => {
-    if (closing) throw new ServiceError('unavailable', 'The service is shutting down; retry shortly');
-  });
-
-  // A request line that Node's parser accepted (headers and line under 16 KiB together) may still
-  // be longer than the service reads.
-  app.addHook('onRequest', async (request) => {
-    if ((request.raw.url ?? '').length > MAX_REQUEST_LINE_BYTES) {
-      throw new ServiceError('uri-too-long', `The request line (path and query) is longer than ${MAX_REQUEST_LINE_BYTES} bytes`, { field: 'url' });
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (closing) {
+      done(new ServiceError('unavailable', 'The service is shutting down; retry shortly'));
+      return;
     }
+    // A request line that Node's parser accepted (headers and line under 16 KiB together) may
+    // still be longer than the service reads.
+    if ((request.raw.url ?? '').length > MAX_REQUEST_LINE_BYTES) {
+      done(new ServiceError('uri-too-long', `The request line (path and query) is longer than ${MAX_REQUEST_LINE_BYTES} bytes`, { field: 'url' }));
+      return;
+    }
+    done();
   });
 
   registerTracing(app);

@@ -35,13 +35,13 @@ export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Pr
   await registerOpenApi(app);
   await app.register(cookie);
   registerAuthentication(app, deps, { resolveToken: createTokenResolver(deps, deps.oauth.verify) });
-  app.addHook('onSend', async (request, reply, payload) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     // RFC 9110: a 401 carries a challenge. Routes with their own (MCP) set it first.
     if (reply.statusCode === 401 && !reply.hasHeader('www-authenticate')) {
       const presented = request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined;
       void reply.header('www-authenticate', `Bearer realm="planning-service"${presented ? ', error="invalid_token"' : ''}`);
     }
-    return payload;
+    done(null, payload);
   });
   await authRoutes(app, deps);
   await userRoutes(app, deps);

@@ -117,7 +117,8 @@ export function registerAuthentication(
 
   app.addHook('onRequest', async (request, reply) => {
     request.principal = ANONYMOUS;
-    await request.routeOptions.config.beforeAuth?.(request, reply);
+    const beforeAuth = request.routeOptions.config.beforeAuth;
+    if (beforeAuth) await beforeAuth(request, reply);
     const access = request.routeOptions.config.access;
     if (!access || access.auth === 'public') return;
 
@@ -157,20 +158,22 @@ export function registerAuthentication(
     }
   });
 
-  app.addHook('onError', async (request, _reply, error) => {
+  app.addHook('onError', (request, _reply, error, done) => {
     request.failure = error;
+    done();
   });
 
   // Every 401 and 403 the gateway answers (its own, and those services return over gRPC) is an
   // audit event; the auditor bounds the volume.
-  app.addHook('onResponse', async (request, reply) => {
-    if (!request.url.startsWith('/api/')) return;
+  app.addHook('onResponse', (request, reply, done) => {
     const status = reply.statusCode;
-    if (status !== 401 && status !== 403 && !request.denial) return;
-    const denial = describeDenial(request, status);
-    deps.audit.record(denial, request.ip).catch((err: unknown) => {
-      request.log.error({ err }, 'could not record an audit event');
-    });
+    if ((status === 401 || status === 403 || request.denial) && request.url.startsWith('/api/')) {
+      const denial = describeDenial(request, status);
+      deps.audit.record(denial, request.ip).catch((err: unknown) => {
+        request.log.error({ err }, 'could not record an audit event');
+      });
+    }
+    done();
   });
 }
 
