@@ -918,7 +918,7 @@ const bench: Bench = {
       '',
       'Reading the rows: internal calls no longer go through loopback gRPC (no protobuf encoding, no principal signing, no HTTP/2 framing inside the process). ' +
         "With the services' thread the gateway's half of a request (HTTP parsing, authentication, rate limit, request meter, JSON) and the services' half (access check, store reads and writes, outbox) run on different cores, so under load they overlap instead of queueing on one event loop; " +
-        "a call crosses between the threads as a structured clone, except a page of issues and an issue's detail, which the services' thread renders as their REST JSON and transfers as bytes (no copy of the answer as objects, no mapping or serialising in the gateway's thread), and the second isolate costs memory (the idle RSS above). " +
+        "a call crosses between the threads as a structured clone, except a page of issues and an issue's detail, which the services' thread renders as their REST JSON and passes across as one string (no copy of the answer as objects, no mapping or serialising in the gateway's thread), and the second isolate costs memory (the idle RSS above). " +
         'The anchors bound what the machine gives this run: a request cannot be cheaper than the bare hello, and the stub shows what one loopback gRPC hop alone costs.',
       '',
       "Per request on these rows: the gateway reuses an API key it looked up for `API_KEY_CACHE_MS` (2 s; a revoke applies at once on the replica that made it, docs/auth.md) instead of reading the key store each time; " +
