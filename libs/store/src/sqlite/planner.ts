@@ -94,6 +94,8 @@ export interface Plan {
   orderColumns?: string;
   /** The filter's SQL form over `c.doc`: 1, 0 or NULL (decide in JS). */
   residual: string;
+  /** Where `residual` may be NULL (type lookups only; see `FilterSql.unsure`). */
+  unsure: string;
   params: Params;
   /** The index alone decides the whole filter (no residual), for index-only counts. */
   covered: boolean;
@@ -378,7 +380,7 @@ function decidedFields(c: IndexCandidate, filter: Filter): Set<string> {
 
 export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   const p = new Params();
-  const { sargable, residual } = translateFilter(req.filter, p);
+  const { sargable, residual, unsure } = translateFilter(req.filter, p);
   const base = (): string[] => [...sargable, ...(req.excludeIds ? ['c.id NOT IN (SELECT value FROM json_each(@exclude))'] : [])];
   const finish = (kind: Plan['kind'], source: string, where: string[], extra: Partial<Plan> = {}): Plan => ({
     kind,
@@ -388,6 +390,7 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
     where,
     orderBy: '',
     residual,
+    unsure,
     params: p,
     covered: false,
     ...extra,
@@ -429,11 +432,8 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   // The index decides the whole filter: the documents need no second test; otherwise they are
   // tested only for the conditions the walk does not apply itself.
   const skip = chosen.covered ? undefined : new Set([...decidedFields(chosen, req.filter), ...filterDecides]);
-  const decided: Partial<Plan> = chosen.covered
-    ? { residual: '1' }
-    : skip && skip.size > 0
-      ? { residual: translateFilter(Object.fromEntries(Object.entries(req.filter).filter(([k]) => !skip.has(k))), p).residual }
-      : {};
+  const rest = skip && skip.size > 0 ? translateFilter(Object.fromEntries(Object.entries(req.filter).filter(([k]) => !skip.has(k))), p) : undefined;
+  const decided: Partial<Plan> = chosen.covered ? { residual: '1', unsure: '0' } : rest ? { residual: rest.residual, unsure: rest.unsure } : {};
   if (order?.merge) {
     const range = rangeWhere(chosen, p);
     return {

@@ -32,6 +32,13 @@ export interface FilterSql {
   sargable: string[];
   /** Everything else, three-valued; `1` when nothing is left. */
   residual: string;
+  /**
+   * Where `residual` may be NULL (`0`: never): it is 1 on every document where this is 0 and the
+   * residual is not 0. Cheaper than the residual (type lookups only), so a statement that already
+   * dropped the documents whose residual is 0 tells the sure matches from the undecided ones
+   * without evaluating the residual a second time.
+   */
+  unsure: string;
 }
 
 const UNKNOWN = 'NULL';
@@ -46,7 +53,8 @@ interface Operand {
   d: string;
 }
 
-type ElementTest = (o: Operand) => string;
+/** A test of one value; `objectUnknown`: NULL on an object (a number test meeting a tagged NaN). */
+type ElementTest = ((o: Operand) => string) & { objectUnknown?: boolean };
 
 function and(parts: string[]): string {
   if (parts.length === 0) return '1';
@@ -102,7 +110,9 @@ function compareTest(op: '=' | '>' | '>=' | '<' | '<=', value: unknown, p: Param
     if (!Number.isFinite(value)) return undefined;
     const param = p.add(value);
     // A stored NaN or infinity is a tagged object: SQL leaves it to mingo.
-    return (o) => `(CASE WHEN ${o.t} IS 'object' THEN ${UNKNOWN} ELSE (${isNumberType(o)} AND ${o.v} ${op} ${param}) END)`;
+    const test: ElementTest = (o) => `(CASE WHEN ${o.t} IS 'object' THEN ${UNKNOWN} ELSE (${isNumberType(o)} AND ${o.v} ${op} ${param}) END)`;
+    test.objectUnknown = true;
+    return test;
   }
   if (value instanceof Date) {
     const ms = value.getTime();
@@ -160,6 +170,8 @@ class FieldSql {
   constructor(
     field: string,
     private readonly doc: string,
+    /** Records where a test of this field may be NULL (see `FilterSql.unsure`). */
+    private readonly unsure: (where: string) => void,
   ) {
     this.segs = field.split('.');
     this.path = this.jsonPath(this.segs);
@@ -198,6 +210,10 @@ class FieldSql {
     // The field's type is read once: a string or a number (what fields mostly hold) is tested
     // with its type known, so the value is the only further lookup in the document.
     const known = (t: string): Operand => ({ t: `'${t}'`, v: `json_extract(${this.doc}, ${this.path})`, d: 'NULL' });
+    // NULL only from an array (its elements), an object (a tagged NaN or infinity compared as a
+    // number), or a missing field under an array parent.
+    this.unsure(test.objectUnknown === true ? `coalesce(${this.type} IN ('array','object'), 0)` : `(${this.type} IS 'array')`);
+    if (through) this.unsure(`(${this.type} IS NULL AND ${through})`);
     return (
       // An array: 1 if an element passes; unknown if an element is undecided (or is itself an
       // array: mingo reads arrays nested in arrays its own way); 0 otherwise.
@@ -211,17 +227,31 @@ class FieldSql {
   /** The field exists (with any value, null included). */
   exists(): string {
     const through = this.throughArray;
+    if (through) this.unsure(`(${this.type} IS NULL AND ${through})`);
     return through ? `(CASE WHEN ${this.type} IS NOT NULL THEN 1 WHEN ${through} THEN ${UNKNOWN} ELSE 0 END)` : `(${this.type} IS NOT NULL)`;
   }
 
   size(n: number): string {
     const through = this.throughArray;
     const direct = `(${this.type} IS 'array' AND json_array_length(${this.doc}, ${this.path}) = ${n})`;
+    if (through) this.unsure(`(${this.type} IS NULL AND ${through})`);
     return through ? `(CASE WHEN ${this.type} IS NULL AND ${through} THEN ${UNKNOWN} ELSE ${direct} END)` : direct;
   }
 }
 
 class Translator {
+  /** Where some part of the translation may be NULL (see `FilterSql.unsure`). */
+  readonly unsure: string[] = [];
+  private readonly addUnsure = (where: string): void => {
+    if (!this.unsure.includes(where)) this.unsure.push(where);
+  };
+
+  /** A part SQL cannot decide: NULL on every document. */
+  private get unknown(): string {
+    this.addUnsure('1');
+    return UNKNOWN;
+  }
+
   constructor(
     private readonly p: Params,
     private readonly doc: string,
@@ -234,7 +264,7 @@ class Translator {
       if (key === '$and') parts.push(and((value as Filter[]).map((q) => this.query(q))));
       else if (key === '$or') parts.push(or((value as Filter[]).map((q) => this.query(q))));
       else if (key === '$nor') parts.push(not(or((value as Filter[]).map((q) => this.query(q)))));
-      else if (key.startsWith('$')) parts.push(UNKNOWN);
+      else if (key.startsWith('$')) parts.push(this.unknown);
       else parts.push(this.field(key, value));
     }
     return and(parts);
@@ -242,11 +272,11 @@ class Translator {
 
   field(key: string, cond: unknown): string {
     if (key === '_id') return this.idField(cond);
-    const f = new FieldSql(key, this.doc);
-    if (!f.addressable) return UNKNOWN;
+    const f = new FieldSql(key, this.doc, this.addUnsure);
+    if (!f.addressable) return this.unknown;
     if (!isOperatorObject(cond)) {
       const test = matchTest(cond, this.p);
-      return test ? f.any(test) : UNKNOWN;
+      return test ? f.any(test) : this.unknown;
     }
     const parts: string[] = [];
     for (const [op, operand] of Object.entries(cond)) parts.push(this.operator(f, op, operand, cond));
@@ -255,13 +285,13 @@ class Translator {
 
   private operator(f: FieldSql, op: string, operand: unknown, cond: Record<string, unknown>): string {
     const p = this.p;
-    const via = (test: ElementTest | undefined): string => (test ? f.any(test) : UNKNOWN);
+    const via = (test: ElementTest | undefined): string => (test ? f.any(test) : this.unknown);
     switch (op) {
       case '$eq':
         return via(compareTest('=', operand, p));
       case '$ne': {
         const test = compareTest('=', operand, p);
-        return test ? not(f.any(test)) : UNKNOWN;
+        return test ? not(f.any(test)) : this.unknown;
       }
       case '$gt':
       case '$gte':
@@ -273,8 +303,10 @@ class Translator {
       case '$in':
       case '$nin': {
         const tests = (operand as unknown[]).map((v) => matchTest(v, p));
-        if (tests.some((t) => t === undefined)) return UNKNOWN;
-        const inList = (operand as unknown[]).length === 0 ? '0' : f.any((o) => or((tests as ElementTest[]).map((t) => t(o))));
+        if (tests.some((t) => t === undefined)) return this.unknown;
+        const anyOf: ElementTest = (o) => or((tests as ElementTest[]).map((t) => t(o)));
+        anyOf.objectUnknown = tests.some((t) => t?.objectUnknown === true);
+        const inList = (operand as unknown[]).length === 0 ? '0' : f.any(anyOf);
         return op === '$in' ? inList : not(inList);
       }
       case '$exists':
@@ -286,7 +318,7 @@ class Translator {
       case '$not': {
         if (operand instanceof RegExp) {
           const test = regexTest(operand, undefined, p);
-          return test ? not(f.any(test)) : UNKNOWN;
+          return test ? not(f.any(test)) : this.unknown;
         }
         const inner = Object.entries(operand as Record<string, unknown>).map(([o, v]) => this.operator(f, o, v, operand as Record<string, unknown>));
         return not(and(inner));
@@ -296,7 +328,7 @@ class Translator {
       default:
         // $all (mingo does not match a scalar field by it, MongoDB does: mingo's reading is kept),
         // $elemMatch, $type, $mod.
-        return UNKNOWN;
+        return this.unknown;
     }
   }
 
@@ -339,7 +371,7 @@ class Translator {
         case '$options':
           break;
         default:
-          parts.push(UNKNOWN);
+          parts.push(this.unknown);
       }
     }
     return and(parts);
@@ -347,7 +379,7 @@ class Translator {
 
   private idRegex(source: unknown, options: unknown): string {
     const test = regexTest(source, options, this.p);
-    return test ? test({ t: "'text'", v: this.id, d: 'NULL' }) : UNKNOWN;
+    return test ? test({ t: "'text'", v: this.id, d: 'NULL' }) : this.unknown;
   }
 }
 
@@ -374,5 +406,6 @@ export function translateFilter(filter: Filter, p: Params, doc = 'c.doc', id = '
     if (s !== undefined) sargable.push(s);
     else rest[key] = value;
   }
-  return { sargable, residual: t.query(rest) };
+  const residual = t.query(rest);
+  return { sargable, residual, unsure: t.unsure.includes('1') ? '1' : or(t.unsure) };
 }

@@ -783,6 +783,9 @@ class SqliteStore implements SqliteDocumentStore {
     };
     const params = this.paramsOf(p, exclude);
     const where = [...p.where, `(${p.residual}) IS NOT 0`].join(' AND ');
+    // Rows that passed `where` match for sure (1) or are undecided (NULL): told apart without
+    // evaluating the residual again.
+    const sure = p.unsure === '0' ? '1' : `(CASE WHEN ${p.unsure} THEN NULL ELSE 1 END)`;
     const explain: QueryExplain = { plan: p.kind, sql: '', docsExamined: 0, docsEvaluated: 0, nReturned: 0, inMemorySort: sort !== undefined && !p.ordered };
     if (p.index !== undefined) explain.index = p.index;
     if (p.filter !== undefined) explain.filter = p.filter;
@@ -791,7 +794,7 @@ class SqliteStore implements SqliteDocumentStore {
     if (p.ordered) {
       let sql = memo?.sql;
       if (sql === undefined) {
-        const select = `SELECT c.rid AS rid, c.v AS v, ${this.docColumn(c, 'c')} AS doc, (${p.residual}) AS m`;
+        const select = `SELECT c.rid AS rid, c.v AS v, ${this.docColumn(c, 'c')} AS doc, ${sure} AS m`;
         // Merged runs: SQLite merges the ordered SELECTs of a compound one (no sort step).
         sql = p.runs
           ? `${p.runs.map((run) => `${select}, ${p.orderColumns} FROM ${p.source} WHERE ${[...run, where].join(' AND ')}`).join(' UNION ALL ')} ${p.orderBy}`
@@ -836,7 +839,7 @@ class SqliteStore implements SqliteDocumentStore {
         if (!addressable(k.segs)) return `NULL AS t${i}, NULL AS v${i}, NULL AS d${i}, 1 AS x${i}`;
         return `json_type(c.doc, ${jsonPathSql(k.segs)}) AS t${i}, json_extract(c.doc, ${jsonPathSql(k.segs)}) AS v${i}, json_extract(c.doc, ${jsonPathSql(k.segs, '$date')}) AS d${i}`;
       });
-      sql = `SELECT c.rid AS rid, c.id AS id, (${p.residual}) AS m, ${columns.join(', ')} FROM ${p.source} WHERE ${where}`;
+      sql = `SELECT c.rid AS rid, c.id AS id, ${sure} AS m, ${columns.join(', ')} FROM ${p.source} WHERE ${where}`;
     }
     explain.sql = sql;
     const stmt = memo?.stmt ?? remember(sql, this.prepare(sql));
