@@ -189,8 +189,9 @@ function includeTree(value: unknown, tree: ProjectionTree): unknown {
   }
   if (!isPlainObject(value)) return undefined;
   const out: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    const sub = tree[key];
+  // Stored objects are plain: `for...in` visits their own fields (see `cloneValue`).
+  for (const key in value) {
+    const sub = Object.hasOwn(tree, key) ? tree[key] : undefined;
     if (sub === undefined) continue;
     const v = value[key];
     if (sub === true) {
@@ -206,10 +207,15 @@ function excludeTree(value: unknown, tree: ProjectionTree): unknown {
   if (Array.isArray(value)) return value.map((el) => (isPlainObject(el) || Array.isArray(el) ? excludeTree(el, tree) : cloneValue(el)));
   if (!isPlainObject(value)) return cloneValue(value);
   const out: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    const sub = tree[key];
-    if (sub === true) continue;
-    out[key] = sub === undefined ? cloneValue(value[key]) : excludeTree(value[key], sub);
+  // One copy: fields outside the tree are copied as they are, excluded ones never (the caller's
+  // copy of a stored document is made here, not copied again). `for...in`: see `cloneValue`.
+  for (const key in value) {
+    if (!Object.hasOwn(tree, key)) {
+      out[key] = cloneValue(value[key]);
+      continue;
+    }
+    const sub = tree[key] as ProjectionTree | true;
+    if (sub !== true) out[key] = excludeTree(value[key], sub);
   }
   return out;
 }
