@@ -69,7 +69,15 @@ export interface PlanRequest {
   countOnly: boolean;
   /** The statement leaves out documents with these ids (a transaction's own versions replace them). */
   excludeIds: boolean;
+  /**
+   * The access path chosen for an earlier query of the same shape (`Plan.choice`): taken without
+   * counting when this query has the same candidates; the plan is built from this query's values.
+   */
+  hint?: PlanChoice;
 }
+
+/** Which access path a plan took, by index name, for queries of the same shape. */
+export type PlanChoice = { path: 'collscan' } | { path: 'index'; index: string } | { path: 'filtered'; walk: string; filter: string };
 
 export interface Plan {
   kind: 'IDHACK' | 'IXSCAN' | 'FTS' | 'COLLSCAN';
@@ -101,6 +109,13 @@ export interface Plan {
   covered: boolean;
   /** For an index-only count: `index AS x WHERE ...` without the documents table. */
   indexOnlyFrom?: string;
+  /**
+   * The access path, when it was chosen among indexes by counting (no text condition steered
+   * it): a query of the same shape may take it as `PlanRequest.hint` instead of counting again.
+   */
+  choice?: PlanChoice;
+  /** The access path came from `PlanRequest.hint` (nothing was counted for this query). */
+  hinted?: boolean;
 }
 
 /** Upper bound on point lookups built from `$in` lists before the prefix stops growing. */
@@ -407,12 +422,14 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   const text = req.countOnly && candidates.some((c) => c.covered) ? undefined : textCandidate(coll, req.filter);
   const inOrder = (c: IndexCandidate): boolean => req.sort === undefined || c.order !== undefined;
 
-  const choice = choose(coll, req, candidates, text);
+  const hinted = text === undefined && req.hint !== undefined ? fromHint(req.hint, candidates) : undefined;
+  const choice = hinted !== undefined ? hinted.choice : choose(coll, req, candidates, text);
+  const remembered = (made: Plan): Plan => (text === undefined && candidates.length > 0 ? hinted !== undefined ? { ...made, choice: req.hint as PlanChoice, hinted: true } : { ...made, choice: toHint(choice as Exclude<Choice, 'text'> | undefined) } : made);
   // Rows of the full-text candidates (and of the rows still pending for the text index).
   const textRows = (t: TextCandidate): string =>
     `SELECT rowid FROM ${t.text.table} WHERE ${t.text.table} MATCH ${p.add(ftsQuery(t.terms))} UNION ALL SELECT rid FROM ${t.text.pending}`;
   if (choice === 'text' && text) return { ...finish('FTS', docs, [`c.rid IN (${textRows(text)})`, ...base()]), index: text.text.name };
-  if (choice === undefined || choice === 'text') return finish('COLLSCAN', docs, base());
+  if (choice === undefined || choice === 'text') return remembered(finish('COLLSCAN', docs, base()));
   const chosen = 'filtered' in choice ? choice.filtered : choice;
   const filter = 'filtered' in choice ? choice.filter : undefined;
   // A filtered walk tests each entry's row id against the other index's range (or the text
@@ -436,7 +453,7 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   const decided: Partial<Plan> = chosen.covered ? { residual: '1', unsure: '0' } : rest ? { residual: rest.residual, unsure: rest.unsure } : {};
   if (order?.merge) {
     const range = rangeWhere(chosen, p);
-    return {
+    return remembered({
       ...finish('IXSCAN', source, [...filterWhere, ...base()], decided),
       index: chosen.idx.name,
       ...(filterName === undefined ? {} : { filter: filterName }),
@@ -444,7 +461,7 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
       runs: cartesian(chosen.points).map((point) => [...point.map((k, i) => `${col(i)} = ${p.add(k)}`), ...range]),
       orderColumns: order.columns.map((c, i) => `${c.sql} AS o${i}`).join(', '),
       orderBy: `ORDER BY ${order.columns.map((c, i) => `o${i} ${direction(c.dir)}`).join(', ')}`,
-    };
+    });
   }
   const where = indexWhere(chosen, p);
   const plan: Plan = {
@@ -457,7 +474,26 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
     covered: chosen.covered,
   };
   if (chosen.covered && !req.excludeIds && filter === undefined) plan.indexOnlyFrom = `${chosen.idx.table} AS x${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
-  return plan;
+  return remembered(plan);
+}
+
+function toHint(choice: IndexCandidate | FilteredWalk | undefined): PlanChoice {
+  if (choice === undefined) return { path: 'collscan' };
+  if ('filtered' in choice) return { path: 'filtered', walk: choice.filtered.idx.name, filter: choice.filter === 'text' ? '' : choice.filter.idx.name };
+  return { path: 'index', index: choice.idx.name };
+}
+
+/** The hinted path among this query's candidates (undefined: it has none such: choose again). */
+function fromHint(hint: PlanChoice, candidates: readonly IndexCandidate[]): { choice: IndexCandidate | FilteredWalk | undefined } | undefined {
+  const named = (name: string): IndexCandidate | undefined => candidates.find((c) => c.idx.name === name);
+  if (hint.path === 'collscan') return { choice: undefined };
+  if (hint.path === 'index') {
+    const c = named(hint.index);
+    return c && { choice: c };
+  }
+  const walk = named(hint.walk);
+  const filter = named(hint.filter);
+  return walk && filter && { choice: { filtered: walk, filter } };
 }
 
 function choose(

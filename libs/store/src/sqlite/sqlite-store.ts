@@ -45,7 +45,7 @@ import {
 import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
 import { DocCache } from './doc-cache.js';
 import { Durability, syncDirectory } from './durability.js';
-import { plan, type Plan, type PlannerCollection, type PlannerIndex, type PlannerText } from './planner.js';
+import { plan, type Plan, type PlanChoice, type PlanRequest, type PlannerCollection, type PlannerIndex, type PlannerText } from './planner.js';
 import { compileSort, keyed, topK, type Keyed, type SortKey } from './sort.js';
 import { addressable, jsonPathSql } from './sql-filter.js';
 
@@ -187,6 +187,8 @@ interface PlanMemo {
 
 /** Plans kept per collection (the least recently used go first). */
 const PLAN_MEMOS = 256;
+/** Access paths kept per collection, by the shape of their query (the oldest go first). */
+const PLAN_SHAPES = 512;
 /** A collection's writes after which its plans are made again (they chose by counts then). */
 const PLAN_WRITES = 2_000;
 
@@ -195,6 +197,11 @@ class CollState implements PlannerCollection {
   readonly texts: TextState[] = [];
   /** Plans of recent queries, by the query's exact text (filter values included). */
   readonly plans = new Map<string, PlanMemo>();
+  /**
+   * The access path each shape of query took when last planned by counting (`shapeOf`): a query
+   * of the same shape with other values takes it without counting again (until `epoch` moves).
+   */
+  readonly shapes = new Map<string, { choice: PlanChoice; epoch: number }>();
   /**
    * Advanced when kept plans may no longer be right (an index turned multikey or was added) or
    * may have become slow (PLAN_WRITES writes since they were chosen by counting).
@@ -768,14 +775,22 @@ class SqliteStore implements SqliteDocumentStore {
     // key is the query's exact text, values included, since the planner chose by counting them.
     const key = `${want}|${excludeIds ? 1 : 0}|${sortSpec === undefined ? '' : encodeJson(sortSpec)}|${encodeJson(filter)}`;
     let memo = c.plans.get(key);
+    // A path taken from another query of the same shape (nothing counted) serves a query once:
+    // run again, the query is planned for its own values.
+    let recount = false;
     if (memo !== undefined) {
       c.plans.delete(key);
-      if (memo.epoch === c.epoch) c.plans.set(key, memo);
-      else memo = undefined;
+      if (memo.epoch === c.epoch && memo.plan.hinted !== true) c.plans.set(key, memo);
+      else {
+        recount = memo.epoch === c.epoch;
+        memo = undefined;
+      }
     }
-    const p = memo?.plan ?? plan(c, { filter, sort, want, countOnly: false, excludeIds });
+    const p = memo?.plan ?? this.planShaped(c, { filter, sort, want, countOnly: false, excludeIds }, `${want}|${excludeIds ? 1 : 0}|${sortSpec === undefined ? '' : encodeJson(sortSpec)}|`, !recount);
     const remember = (sql: string, stmt: Statement): Statement => {
-      if (memo === undefined) {
+      // `_id` lookups are not kept: planning them counts nothing, and their ids (mostly seen
+      // once) would push the plans worth keeping out.
+      if (memo === undefined && p.kind !== 'IDHACK') {
         c.plans.set(key, { plan: p, stmt, sql, epoch: c.epoch });
         if (c.plans.size > PLAN_MEMOS) c.plans.delete(c.plans.keys().next().value as string);
       }
@@ -889,6 +904,23 @@ class SqliteStore implements SqliteDocumentStore {
     return { rows, explain };
   }
 
+  /**
+   * Plans a query, taking the access path a query of the same shape took (`CollState.shapes`)
+   * rather than counting index ranges again: the statement is still built from this query's
+   * values, only the choice between indexes is reused (MongoDB's plan cache does the same).
+   */
+  private planShaped(c: CollState, req: PlanRequest, prefix: string, hint = true): Plan {
+    const key = prefix + shapeOf(req.filter);
+    const known = c.shapes.get(key);
+    const p = plan(c, hint && known !== undefined && known.epoch === c.epoch ? { ...req, hint: known.choice } : req);
+    if (p.choice !== undefined && known?.choice !== p.choice) {
+      c.shapes.delete(key);
+      c.shapes.set(key, { choice: p.choice, epoch: c.epoch });
+      if (c.shapes.size > PLAN_SHAPES) c.shapes.delete(c.shapes.keys().next().value as string);
+    }
+    return p;
+  }
+
   private paramsOf(p: Plan, exclude?: ReadonlySet<string>): Record<string, unknown> {
     const params = { ...p.params.values };
     if (exclude !== undefined && exclude.size > 0) params.exclude = JSON.stringify([...exclude]);
@@ -896,7 +928,8 @@ class SqliteStore implements SqliteDocumentStore {
   }
 
   countCommitted(c: CollState, filter: Filter, matcher: Matcher, exclude?: ReadonlySet<string>): number {
-    const p = plan(c, { filter, sort: undefined, want: Infinity, countOnly: true, excludeIds: exclude !== undefined && exclude.size > 0 });
+    const excludeIds = exclude !== undefined && exclude.size > 0;
+    const p = this.planShaped(c, { filter, sort: undefined, want: Infinity, countOnly: true, excludeIds }, `count|${excludeIds ? 1 : 0}|`);
     const params = this.paramsOf(p, exclude);
     if (p.indexOnlyFrom !== undefined && !p.duplicates) {
       return (this.prepare(`SELECT count(*) AS n FROM ${p.indexOnlyFrom}`).get(params) as { n: number }).n;
@@ -1382,6 +1415,36 @@ class SqliteStore implements SqliteDocumentStore {
       return removed;
     });
   }
+}
+
+/**
+ * A filter's shape: its fields and operators, the kind of each value and the length of each list
+ * (values of the same kind give the planner the same candidates).
+ */
+function shapeOf(value: unknown): string {
+  if (value === null) return 'n';
+  switch (typeof value) {
+    case 'string':
+      return 's';
+    case 'number':
+      return 'd';
+    case 'boolean':
+      return value ? 't' : 'f';
+    case 'object':
+      break;
+    default:
+      return '?';
+  }
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (const v of value) out += `${shapeOf(v)},`;
+    return `${out}]`;
+  }
+  if (value instanceof Date) return 'D';
+  if (value instanceof RegExp) return `/${value.flags}`;
+  let out = '{';
+  for (const key of Object.keys(value)) out += `${JSON.stringify(key)}:${shapeOf((value as Record<string, unknown>)[key])},`;
+  return `${out}}`;
 }
 
 /** The id of a filter that is exactly `{_id: <string>}`. */
