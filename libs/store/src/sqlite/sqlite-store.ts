@@ -361,6 +361,39 @@ function entriesOf(idx: IndexState, doc: Doc | null): IndexEntries {
   return { keys, multikey: true };
 }
 
+/**
+ * Whether both documents hold the same scalar (or date), or arrays of the same scalars, at every
+ * field of the index, reached through objects only: then their entries in it are the same.
+ * Anything else (objects, nested arrays, a missing field against null) answers false and the
+ * entries are compared encoded.
+ */
+function sameIndexedValues(idx: IndexState, a: Doc, b: Doc): boolean {
+  for (const segs of idx.segs) {
+    let x: unknown = a;
+    let y: unknown = b;
+    for (const seg of segs) {
+      if (x === null || typeof x !== 'object' || Array.isArray(x) || x instanceof Date) return false;
+      if (y === null || typeof y !== 'object' || Array.isArray(y) || y instanceof Date) return false;
+      x = (x as Doc)[seg];
+      y = (y as Doc)[seg];
+    }
+    if (Array.isArray(x) && Array.isArray(y)) {
+      // An array of scalars gives one entry per element: the same elements, the same entries.
+      if (x.length !== y.length) return false;
+      for (let i = 0; i < x.length; i++) if (!sameScalar(x[i], y[i])) return false;
+      continue;
+    }
+    if (!sameScalar(x, y)) return false;
+  }
+  return true;
+}
+
+/** The same string, number, boolean, null, missing value or date (arrays and objects: false). */
+function sameScalar(x: unknown, y: unknown): boolean {
+  if (x === y) return x === null || typeof x !== 'object';
+  return x instanceof Date && y instanceof Date && x.getTime() === y.getTime();
+}
+
 function textOf(t: TextState, doc: Doc | null): string | undefined {
   if (!doc) return undefined;
   const strings = pathValues(doc, t.segs).values.filter((v): v is string => typeof v === 'string');
@@ -1009,6 +1042,8 @@ class SqliteStore implements SqliteDocumentStore {
   private changesOf(c: CollState, before: Doc | null, after: Doc | null): IndexChange[] {
     const out: IndexChange[] = [];
     for (const idx of c.indexes) {
+      // Most writes leave most indexed fields as they were: no keys to encode for those indexes.
+      if (before && after && !idx.partial && sameIndexedValues(idx, before, after)) continue;
       const old = entriesOf(idx, before);
       const fresh = entriesOf(idx, after);
       if (old.keys.length === 0 && fresh.keys.length === 0) continue;
