@@ -424,7 +424,12 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
 
   const hinted = text === undefined && req.hint !== undefined ? fromHint(req.hint, candidates) : undefined;
   const choice = hinted !== undefined ? hinted.choice : choose(coll, req, candidates, text);
-  const remembered = (made: Plan): Plan => (text === undefined && candidates.length > 0 ? hinted !== undefined ? { ...made, choice: req.hint as PlanChoice, hinted: true } : { ...made, choice: toHint(choice as Exclude<Choice, 'text'> | undefined) } : made);
+  // The path chosen among indexes (by counting, or from the hint), for queries of the same shape.
+  const remembered = (made: Plan): Plan => {
+    if (text !== undefined || candidates.length === 0) return made;
+    if (hinted !== undefined) return { ...made, choice: req.hint as PlanChoice, hinted: true };
+    return { ...made, choice: toHint(choice as Exclude<Choice, 'text'> | undefined) };
+  };
   // Rows of the full-text candidates (and of the rows still pending for the text index).
   const textRows = (t: TextCandidate): string =>
     `SELECT rowid FROM ${t.text.table} WHERE ${t.text.table} MATCH ${p.add(ftsQuery(t.terms))} UNION ALL SELECT rid FROM ${t.text.pending}`;

@@ -135,6 +135,9 @@ interface Row {
   doc: Doc;
 }
 
+/** A row's document before it is read (replaced before the row leaves `select`). */
+const NOT_READ: Doc = Object.freeze({}) as Doc;
+
 interface IndexState extends PlannerIndex {
   readonly no: number;
   readonly spec: NormalizedIndexSpec;
@@ -212,6 +215,9 @@ class CollState implements PlannerCollection {
   docs: number | undefined;
   byId?: Statement;
   metaById?: Statement;
+  /** A document's JSON by row id, and several (a JSON array of row ids). */
+  jsonByRid?: Statement;
+  jsonByRids?: Statement;
   insertDoc?: Statement;
   updateDoc?: Statement;
   deleteDoc?: Statement;
@@ -842,7 +848,10 @@ class SqliteStore implements SqliteDocumentStore {
     if (p.ordered) {
       let sql = memo?.sql;
       if (sql === undefined) {
-        const select = `SELECT c.rid AS rid, c.v AS v, ${this.docColumn(c, 'c')} AS doc, ${sure} AS m`;
+        // The documents are looked up in the cache here, not from SQL (no call back into
+        // JavaScript per row); those it does not hold are read after the walk, in one statement
+        // (or at once, when the filter needs a test here).
+        const select = `SELECT c.rid AS rid, c.v AS v, ${sure} AS m`;
         // Merged runs: SQLite merges the ordered SELECTs of a compound one (no sort step).
         sql = p.runs
           ? `${p.runs.map((run) => `${select}, ${p.orderColumns} FROM ${p.source} WHERE ${[...run, where].join(' AND ')}`).join(' UNION ALL ')} ${p.orderBy}`
@@ -851,26 +860,40 @@ class SqliteStore implements SqliteDocumentStore {
       explain.sql = sql;
       const stmt = memo?.stmt ?? remember(sql, this.prepare(sql));
       if (want > 0) {
-        // Decoded here, cached once the statement is done (see `resolve`).
+        // Decoded here, cached once the statement is done (nothing leaves the cache meanwhile).
         const fresh: { rid: number; v: number; doc: Doc; size: number }[] = [];
-        for (const r of stmt.iterate(params) as IterableIterator<{ rid: number; v: number; doc: string | null; m: number | null }>) {
+        const later: Row[] = [];
+        for (const r of stmt.iterate(params) as IterableIterator<{ rid: number; v: number; m: number | null }>) {
           if (seen) {
             if (seen.has(r.rid)) continue;
             seen.add(r.rid);
           }
           explain.docsExamined++;
-          let doc: Doc;
-          if (r.doc === null) doc = this.cached(c, r.rid, r.v);
-          else {
-            doc = decodeJson(r.doc) as Doc;
-            fresh.push({ rid: r.rid, v: r.v, doc, size: r.doc.length });
-          }
+          let doc = this.docs.get(c.no, r.rid, r.v);
           if (r.m !== 1) {
+            if (doc === undefined) {
+              c.jsonByRid ??= this.prepare(`SELECT json(doc) AS doc FROM ${c.table} WHERE rid = ?`);
+              const json = (c.jsonByRid.get(r.rid) as { doc: string }).doc;
+              doc = decodeJson(json) as Doc;
+              fresh.push({ rid: r.rid, v: r.v, doc, size: json.length });
+            }
             explain.docsEvaluated++;
             if (!matcher(doc)) continue;
           }
-          rows.push({ rid: r.rid, v: r.v, doc });
+          const row: Row = { rid: r.rid, v: r.v, doc: doc ?? NOT_READ };
+          if (doc === undefined) later.push(row);
+          rows.push(row);
           if (rows.length >= want) break;
+        }
+        if (later.length > 0) {
+          c.jsonByRids ??= this.prepare(`SELECT rid, json(doc) AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
+          const found = new Map((c.jsonByRids.all(JSON.stringify(later.map((r) => r.rid))) as { rid: number; doc: string }[]).map((r) => [r.rid, r.doc]));
+          for (const row of later) {
+            // Read in the same synchronous step as the walk: the row is as the walk saw it.
+            const json = found.get(row.rid) as string;
+            row.doc = decodeJson(json) as Doc;
+            fresh.push({ rid: row.rid, v: row.v, doc: row.doc, size: json.length });
+          }
         }
         for (const f of fresh) this.docs.set(c.no, f.rid, f.v, f.doc, f.size);
       }
