@@ -184,6 +184,8 @@ interface PlanMemo {
   /** The statement that runs it, and its text (for explain). */
   stmt: Statement;
   sql: string;
+  /** An ordered walk's statement with the page's LIMIT, rows as arrays (see `select`). */
+  limited?: Statement;
   /** `CollState.epoch` when planned. */
   epoch: number;
 }
@@ -861,29 +863,59 @@ class SqliteStore implements SqliteDocumentStore {
       const stmt = memo?.stmt ?? remember(sql, this.prepare(sql));
       if (want > 0) {
         // Decoded here, cached once the statement is done (nothing leaves the cache meanwhile).
-        const fresh: { rid: number; v: number; doc: Doc; size: number }[] = [];
-        const later: Row[] = [];
-        for (const r of stmt.iterate(params) as IterableIterator<{ rid: number; v: number; m: number | null }>) {
+        let fresh: { rid: number; v: number; doc: Doc; size: number }[] = [];
+        let later: Row[] = [];
+        /** Takes a row of the walk; false when it is a duplicate or fails the test here. */
+        const take = (rid: number, v: number, m: number | null): boolean => {
           if (seen) {
-            if (seen.has(r.rid)) continue;
-            seen.add(r.rid);
+            if (seen.has(rid)) return false;
+            seen.add(rid);
           }
           explain.docsExamined++;
-          let doc = this.docs.get(c.no, r.rid, r.v);
-          if (r.m !== 1) {
+          let doc = this.docs.get(c.no, rid, v);
+          if (m !== 1) {
             if (doc === undefined) {
               c.jsonByRid ??= this.prepare(`SELECT json(doc) AS doc FROM ${c.table} WHERE rid = ?`);
-              const json = (c.jsonByRid.get(r.rid) as { doc: string }).doc;
+              const json = (c.jsonByRid.get(rid) as { doc: string }).doc;
               doc = decodeJson(json) as Doc;
-              fresh.push({ rid: r.rid, v: r.v, doc, size: json.length });
+              fresh.push({ rid, v, doc, size: json.length });
             }
             explain.docsEvaluated++;
-            if (!matcher(doc)) continue;
+            if (!matcher(doc)) return false;
           }
-          const row: Row = { rid: r.rid, v: r.v, doc: doc ?? NOT_READ };
+          const row: Row = { rid, v, doc: doc ?? NOT_READ };
           if (doc === undefined) later.push(row);
           rows.push(row);
-          if (rows.length >= want) break;
+          return true;
+        };
+        let complete = false;
+        if (Number.isFinite(want)) {
+          // A page: SQLite stops at the page's size itself and hands the rows over at once
+          // (arrays, one call). Enough unless a row was a duplicate or failed the test here:
+          // then the walk runs again, row by row, until the page is full.
+          let limited = memo?.limited;
+          if (limited === undefined) {
+            limited = this.prepare(`${sql} LIMIT ${want}`).raw(true);
+            const kept = c.plans.get(key);
+            if (kept !== undefined && kept.sql === sql) kept.limited = limited;
+          }
+          const got = limited.all(params) as [number, number, number | null][];
+          complete = true;
+          for (const [rid, v, m] of got) if (!take(rid, v, m)) complete = false;
+          complete ||= got.length < want;
+          if (!complete) {
+            rows.length = 0;
+            fresh = [];
+            later = [];
+            seen?.clear();
+            explain.docsExamined = 0;
+            explain.docsEvaluated = 0;
+          }
+        }
+        if (!complete) {
+          for (const r of stmt.iterate(params) as IterableIterator<{ rid: number; v: number; m: number | null }>) {
+            if (take(r.rid, r.v, r.m) && rows.length >= want) break;
+          }
         }
         if (later.length > 0) {
           c.jsonByRids ??= this.prepare(`SELECT rid, json(doc) AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
