@@ -409,6 +409,26 @@ describe('claims: release and completion', () => {
     expect(await h.claimEvents('claim.completed')).toHaveLength(1);
   });
 
+  it('claims: ready work stops counting a claim as held once its task moved on, before the status event ends the record', async () => {
+    const first = await h.task(projectId);
+    const second = await h.task(projectId);
+    const a = agent('agent-a');
+    await claim(first, a);
+    const holding = await h.rpc.listReadyWork({}, { principal: a });
+    expect(holding.queueSummary).toMatchObject({ heldByYou: 1 });
+    expect(holding.items.find((i) => i.id === second)?.agentClaimQueue?.whyNotClaimable?.reason).toBe('agent-busy');
+    await h.planning.tasks.updateTask({ id: first, patch: { status: 'in-review' }, fencingToken: 1 }, a);
+    // No event delivered: the claim record is still active, the task is not under it any more.
+    expect((await allClaims()).find((x) => x.issueId === first)).toMatchObject({ state: 'active' });
+    const after = await h.rpc.listReadyWork({}, { principal: a });
+    expect(after.queueSummary).toMatchObject({ heldByYou: 0 });
+    expect(after.items.map((i) => i.id)).not.toContain(first);
+    expect(after.items.find((i) => i.id === second)?.agentClaimQueue).toMatchObject({ state: 'claimable' });
+    expect(after.items.find((i) => i.id === second)?.agentClaimQueue?.whyNotClaimable).toBeUndefined();
+    await h.deliverStatusEvents();
+    expect((await h.rpc.listReadyWork({}, { principal: a })).queueSummary).toMatchObject({ heldByYou: 0 });
+  });
+
   it('claims: a member moving a claimed task back to ready releases the claim through the status event', async () => {
     const issueId = await h.task(projectId);
     const c = await claim(issueId, agent('agent-a'));

@@ -27,7 +27,10 @@ export class ReadyQueue {
     const exhausted = runLimit !== null && used >= runLimit;
     const quotaState: QuotaState = exhausted ? 'run-budget-exhausted' : 'within-run-budget';
     const resetsAt = quotaResetsAt(now).toISOString();
-    const mine = held && held.expiresAt > now ? held : undefined;
+    // The agent's claim, unless its task has already left it (moved on or completed while the
+    // status event that ends the claim record is on its way): the task is the truth then, as for
+    // the busy check of a claim. A claim still starting has no task under it yet: it counts.
+    const mine = held && held.expiresAt > now && (!held.started || page.heldClaim?.claimId === held._id) ? held : undefined;
     const claimsOnPage = await this.deps.claims.activeOn(page.tasks.map((t) => t.task?.id ?? ''));
     const claimedIds = new Set(claimsOnPage.filter((c) => c.expiresAt > now && c._id !== mine?._id).map((c) => c.issueId));
     const items: ReadyItem[] = [];
