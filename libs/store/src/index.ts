@@ -7,6 +7,7 @@ import { createSqliteStore, MEMORY, type SqliteDocumentStore, type SqliteStoreOp
 import type { DocumentStore } from './port.js';
 
 export * from './port.js';
+export { deepFreeze } from './document/values.js';
 export { escapeRegExp } from './regex.js';
 export { MAX_TRANSACTION_ATTEMPTS } from './retry-policy.js';
 export {

@@ -58,14 +58,27 @@ export interface SessionOption {
   session?: StoreSession;
 }
 
-export interface FindOptions extends SessionOption {
+/**
+ * `readonly: true` asks for documents the caller will only read. They come back deep-frozen
+ * (changing one throws in strict mode), and an adapter may hand every reader of the same stored
+ * content the same objects: the embedded store returns one frozen copy per stored version of a
+ * row (and projection), so a caller can memoise what it derives from a document by the
+ * document's identity (a WeakMap), and a repeated read copies nothing. Inside a transaction, and
+ * with MongoDB, each read still makes its own (frozen) copy. Dates inside are shared as well:
+ * never call their setters.
+ */
+export interface ReadonlyOption {
+  readonly?: boolean;
+}
+
+export interface FindOptions extends SessionOption, ReadonlyOption {
   sort?: SortSpec;
   limit?: number;
   skip?: number;
   projection?: Projection;
 }
 
-export interface FindOneOptions extends SessionOption {
+export interface FindOneOptions extends SessionOption, ReadonlyOption {
   sort?: SortSpec;
   projection?: Projection;
 }

@@ -324,6 +324,52 @@ export function describeStoreContract(adapterName: string, open: () => Promise<D
         expect(await c.find({}, { projection: { _id: 0 } })).toEqual([{ x: 1, y: 2, z: { p: 1, q: 2 } }]);
       });
 
+      it('readonly: documents come back deep-frozen and equal to a copy; a later read sees an update; a session read stays its own', async () => {
+        const c = await seeded([
+          { _id: 'a', n: 1, tags: ['x'], meta: { deep: { ok: true } }, big: 'drop me' },
+          { _id: 'b', n: 2, tags: [], meta: { deep: { ok: false } }, big: 'and me' },
+        ]);
+        const projection = { big: 0 } as const;
+        const copies = await c.find({}, { sort: { n: 1 }, projection });
+        const frozen = await c.find({}, { sort: { n: 1 }, projection, readonly: true });
+        expect(frozen).toEqual(copies);
+        for (const doc of frozen) {
+          expect(Object.isFrozen(doc)).toBe(true);
+          expect(Object.isFrozen(doc.tags)).toBe(true);
+          expect(Object.isFrozen((doc.meta as Doc).deep)).toBe(true);
+          expect(() => (doc.tags as string[]).push('y')).toThrow(TypeError);
+          expect(() => {
+            ((doc.meta as Doc).deep as Doc).ok = 'changed';
+          }).toThrow(TypeError);
+        }
+        const one = await c.findOne({ _id: 'a' }, { readonly: true });
+        expect(Object.isFrozen(one)).toBe(true);
+        expect(one).toEqual({ _id: 'a', n: 1, tags: ['x'], meta: { deep: { ok: true } }, big: 'drop me' });
+        // A copy read afterwards is the caller's own, whatever a readonly read handed out.
+        const mine = await c.findOne({ _id: 'a' });
+        expect(Object.isFrozen(mine)).toBe(false);
+        (mine?.tags as string[]).push('mine');
+        expect((await c.findOne({ _id: 'a' }, { readonly: true }))?.tags).toEqual(['x']);
+
+        await c.updateOne({ _id: 'a' }, { $set: { n: 3, 'meta.deep.ok': 'yes' }, $push: { tags: 'z' } });
+        const after = await c.find({}, { sort: { n: 1 }, projection, readonly: true });
+        expect(after).toEqual([
+          { _id: 'b', n: 2, tags: [], meta: { deep: { ok: false } } },
+          { _id: 'a', n: 3, tags: ['x', 'z'], meta: { deep: { ok: 'yes' } } },
+        ]);
+        // Before the update's read, the frozen documents kept what they were read as.
+        expect(frozen[0]).toEqual({ _id: 'a', n: 1, tags: ['x'], meta: { deep: { ok: true } } });
+
+        await store.withTransaction(async (session) => {
+          await c.updateOne({ _id: 'b' }, { $set: { n: 4 } }, { session });
+          const inside = await c.findOne({ _id: 'b' }, { session, readonly: true, projection });
+          expect(inside).toEqual({ _id: 'b', n: 4, tags: [], meta: { deep: { ok: false } } });
+          expect(Object.isFrozen(inside)).toBe(true);
+          expect((await c.findOne({ _id: 'b' }, { readonly: true }))?.n).toBe(2);
+        });
+        expect((await c.findOne({ _id: 'b' }, { readonly: true }))?.n).toBe(4);
+      });
+
       it('projection: mixing inclusion and exclusion is rejected', async () => {
         const c = await seeded([{ _id: 'a', x: 1, y: 2 }]);
         await expect(c.find({}, { projection: { x: 1, y: 0 } })).rejects.toThrow();

@@ -84,6 +84,23 @@ export function cloneValue<V>(value: V): V {
   return out as V;
 }
 
+/**
+ * Freezes `value` and every plain object, array and date inside it; returns it. Instances of
+ * other classes (a driver's ObjectId, say) are left as they are.
+ */
+export function deepFreeze<V>(value: V): V {
+  if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return value;
+  if (Array.isArray(value)) {
+    Object.freeze(value);
+    for (let i = 0; i < value.length; i++) deepFreeze(value[i]);
+  } else if (value instanceof Date) Object.freeze(value);
+  else if (isPlainObject(value)) {
+    Object.freeze(value);
+    for (const key in value) deepFreeze((value as Record<string, unknown>)[key]);
+  }
+  return value;
+}
+
 /** BSON type brackets, in MongoDB's comparison order. Missing and null share a bracket. */
 export const TypeRank = {
   null: 1,

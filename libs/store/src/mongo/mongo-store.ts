@@ -14,6 +14,7 @@ import {
   type Document,
   type IndexDescription,
 } from 'mongodb';
+import { deepFreeze } from '../document/values.js';
 import { assertFilterShape, assertStringId, assertUpdateShape } from '../guards.js';
 import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
 import {
@@ -249,7 +250,8 @@ class MongoCollection<T extends StoredDocument> implements Collection<T> {
     assertFilterShape(filter);
     const session = this.store.sessionOf(options);
     const doc = await mapped(() => this.coll.findOne(filter, defined({ session, sort: options?.sort, projection: options?.projection })));
-    return doc as T | null;
+    // `readonly`: the driver's documents are this read's own; frozen, as the port promises.
+    return (options?.readonly === true ? deepFreeze(doc) : doc) as T | null;
   }
 
   async find(filter: Filter, options?: FindOptions): Promise<T[]> {
@@ -260,7 +262,7 @@ class MongoCollection<T extends StoredDocument> implements Collection<T> {
         .find(filter, defined({ session, sort: options?.sort, projection: options?.projection, skip: options?.skip, limit: options?.limit }))
         .toArray(),
     );
-    return docs as unknown as T[];
+    return (options?.readonly === true ? deepFreeze(docs) : docs) as unknown as T[];
   }
 
   async countDocuments(filter: Filter, options?: SessionOption): Promise<number> {

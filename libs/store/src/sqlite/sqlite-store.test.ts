@@ -227,6 +227,36 @@ setInterval(() => {}, 1000);
   }, 120_000);
 });
 
+describe('sqlite store: readonly reads', () => {
+  it('readonly: every readonly read of a row version gets the same frozen objects (per projection); a new version, new ones', async () => {
+    await withStore(await createSqliteStore({ path: ':memory:' }), async (store) => {
+      const c = store.collection('shared');
+      await c.insertMany([
+        { _id: 'a', n: 1, text: 'x' },
+        { _id: 'b', n: 2, text: 'y' },
+      ]);
+      const projection = { text: 0 } as const;
+      const first = await c.find({}, { sort: { n: 1 }, projection, readonly: true });
+      const again = await c.find({ n: { $gte: 1 } }, { sort: { n: -1 }, projection, readonly: true });
+      expect(again[1]).toBe(first[0]);
+      expect(again[0]).toBe(first[1]);
+      expect(await c.findOne({ _id: 'a' }, { projection, readonly: true })).toBe(first[0]);
+      // Another projection (or none) is another copy; a plain read is never one of them.
+      const whole = await c.findOne({ _id: 'a' }, { readonly: true });
+      expect(whole).not.toBe(first[0]);
+      expect(whole).toEqual({ _id: 'a', n: 1, text: 'x' });
+      expect(await c.findOne({ _id: 'a' })).not.toBe(whole);
+
+      await c.updateOne({ _id: 'a' }, { $set: { n: 5 } });
+      const updated = await c.findOne({ _id: 'a' }, { projection, readonly: true });
+      expect(updated).not.toBe(first[0]);
+      expect(updated).toEqual({ _id: 'a', n: 5 });
+      expect(first[0]).toEqual({ _id: 'a', n: 1 });
+      expect(await c.findOne({ _id: 'b' }, { projection, readonly: true })).toBe(first[1]);
+    });
+  });
+});
+
 describe('sqlite store: TTL expiry', () => {
   it('ttl: the sweep removes documents whose date plus the TTL has passed, by the injected clock', async () => {
     let now = new Date('2025-01-01T00:00:00Z');

@@ -22,7 +22,7 @@ import { ID_INDEX, normalizeIndexSpec, sameIndexSpec, toIndexSpec, type Normaliz
 import { encodeKey } from '../document/keys.js';
 import { compileProjection, pathValues, splitPath } from '../document/paths.js';
 import { applyUpdate, compileUpdate, upsertSeed } from '../document/update.js';
-import { cloneValue, isPlainObject, normalizeValue } from '../document/values.js';
+import { cloneValue, deepFreeze, isPlainObject, normalizeValue } from '../document/values.js';
 import {
   DuplicateKeyError,
   TransactionConflictError,
@@ -34,6 +34,7 @@ import {
   type FindOneOptions,
   type FindOptions,
   type IndexSpec,
+  type Projection,
   type SessionOption,
   type SortSpec,
   type StoreSession,
@@ -419,6 +420,13 @@ class SqliteStore implements SqliteDocumentStore {
   private readonly durability: Durability;
   private readonly clock: () => Date;
   private readonly docs: DocCache;
+  /**
+   * The frozen copies `readonly` reads hand out, by the store's document they copy (one object
+   * per row version: the document cache's, or a row decoded for one read) and by the caller's
+   * projection object. A copy lives as long as the document it copies.
+   */
+  private readonly sharedWhole = new WeakMap<Doc, Doc>();
+  private readonly sharedProjected = new WeakMap<object, WeakMap<Doc, Doc>>();
   private readonly sweepTimer: ReturnType<typeof setInterval>;
   private version = 0;
   private versionReserved = 0;
@@ -431,6 +439,14 @@ class SqliteStore implements SqliteDocumentStore {
   private readonly textsPending = new Set<TextState>();
   private textTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly textDelayMs: number;
+
+  /** The frozen copies of documents read with `projection` (see `sharedWhole`). */
+  sharedCopies(projection: Projection | undefined): WeakMap<Doc, Doc> {
+    if (projection === undefined) return this.sharedWhole;
+    let memo = this.sharedProjected.get(projection);
+    if (memo === undefined) this.sharedProjected.set(projection, (memo = new WeakMap()));
+    return memo;
+  }
 
   constructor(readonly path: string, options: SqliteStoreOptions) {
     this.clock = options.clock ?? (() => new Date());
@@ -1566,6 +1582,23 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     return (compiled ? compiled.apply(doc) : cloneValue(doc)) as T;
   }
 
+  /**
+   * `readonly` documents (port.ts): outside a transaction, the one frozen copy of the stored
+   * document `doc` (with `projection`) that every readonly read of this row version gets; inside
+   * one (its documents are its own buffered versions) a frozen copy of its own.
+   */
+  private shared(docs: readonly Doc[], projection: Projection | undefined, inTransaction: boolean): T[] {
+    const compiled = compileProjection(projection);
+    const copy = (d: Doc): Doc => deepFreeze((compiled ? compiled.apply(d) : cloneValue(d)) as Doc);
+    if (inTransaction) return docs.map(copy) as T[];
+    const memo = this.store.sharedCopies(projection);
+    return docs.map((d) => {
+      let frozen = memo.get(d);
+      if (frozen === undefined) memo.set(d, (frozen = copy(d)));
+      return frozen;
+    }) as T[];
+  }
+
   async createIndexes(specs: readonly IndexSpec[]): Promise<void> {
     const store = this.store;
     await store.write(() => store.createIndexes(this.name, specs));
@@ -1593,21 +1626,23 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
   }
 
   async findOne(filter: Filter, options?: FindOneOptions): Promise<T | null> {
-    assertOptions(options, ['session', 'sort', 'projection'], 'findOne');
+    assertOptions(options, ['session', 'sort', 'projection', 'readonly'], 'findOne');
     const store = this.store;
     const tx = store.txOf(options);
     compileProjection(options?.projection);
     const { docs } = await store.read(() => store.query(this.name, filter, { ...sortOf(options), limit: 1 }, tx), tx !== undefined, this.name);
     const doc = docs[0];
-    return doc ? this.out(doc, options?.projection) : null;
+    if (!doc) return null;
+    return options?.readonly === true ? (this.shared([doc], options.projection, tx !== undefined)[0] as T) : this.out(doc, options?.projection);
   }
 
   async find(filter: Filter, options?: FindOptions): Promise<T[]> {
-    assertOptions(options, ['session', 'sort', 'projection', 'skip', 'limit'], 'find');
+    assertOptions(options, ['session', 'sort', 'projection', 'skip', 'limit', 'readonly'], 'find');
     const store = this.store;
     const tx = store.txOf(options);
     const projection = compileProjection(options?.projection);
     const { docs } = await store.read(() => store.query(this.name, filter, pageOf(options), tx), tx !== undefined, this.name);
+    if (options?.readonly === true) return this.shared(docs, options.projection, tx !== undefined);
     // Copies (see `out`).
     return docs.map((d) => (projection ? projection.apply(d) : cloneValue(d)) as T);
   }
