@@ -158,7 +158,7 @@ describe('direct calls: isolation', () => {
     const answer: unknown = await client.getWorkspace({ id: 'ws-s' }, { view });
     expect(answer).toBeInstanceOf(RenderedResponse);
     shared.name = 'changed by the callee';
-    expect(JSON.parse((answer as RenderedResponse).body)).toEqual({ name: 'Shared' });
+    expect(JSON.parse((answer as RenderedResponse).body as string)).toEqual({ name: 'Shared' });
     // The same view run by the caller on the message gives the same bytes.
     const message = await client.getWorkspace({ id: 'ws-s' });
     expect(renderedBody(view, message)).toBe('{"name":"changed by the callee"}');

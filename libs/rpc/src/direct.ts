@@ -16,7 +16,7 @@ import { grpcCodeName } from './errors.js';
 import { invokeHandler, type BoundHandler, type HandlerOutcome } from './invoke.js';
 import { checkedCopy, copyMessage } from './isolate.js';
 import { ANONYMOUS_PRINCIPAL, copyPrincipal, type Principal } from './principal.js';
-import { RenderedResponse, type ResponseView } from './views.js';
+import { RenderedResponse, renderView, type ResponseView } from './views.js';
 import { TRACER_NAME } from './trace-metadata.js';
 import { resolveDeadline, type RpcCallOptions, type RpcClient, type ServiceImplementation } from './types.js';
 
@@ -267,5 +267,5 @@ export function createDirectClient<S extends DescService>(service: S, options: D
 }
 
 function renderWith(view: ResponseView): (response: Message) => RenderedResponse {
-  return (response) => new RenderedResponse(view.render(response));
+  return (response) => new RenderedResponse(renderView(view, response));
 }

@@ -22,6 +22,18 @@ const NAMES_VIEW: ResponseView<ListAnswer> = {
   render: (r) => JSON.stringify({ names: r.workspaces.map((w) => w.name) }),
 };
 
+/** A view that renders bytes, keeping what it handed out (to see the transfer take it). */
+const handedOut: Uint8Array[] = [];
+const BYTES_VIEW: ResponseView<ListAnswer> = {
+  name: 'test.workspace-names-bytes',
+  render: (r) => JSON.stringify({ names: r.workspaces.map((w) => w.name) }),
+  renderBytes: (r) => {
+    const bytes = new TextEncoder().encode(JSON.stringify({ names: r.workspaces.map((w) => w.name) }));
+    handedOut.push(bytes);
+    return bytes;
+  },
+};
+
 const BROKEN_VIEW: ResponseView<ListAnswer> = {
   name: 'test.broken',
   render: () => {
@@ -39,7 +51,7 @@ function setup(handlers: Partial<ServiceImplementation<typeof WorkspaceService>>
   const bus = createInProcessBus();
   const channel = new MessageChannel();
   channels.push(channel);
-  const views = new Map([NAMES_VIEW, BROKEN_VIEW].map((v) => [v.name, v as unknown as ResponseView]));
+  const views = new Map([NAMES_VIEW, BYTES_VIEW, BROKEN_VIEW].map((v) => [v.name, v as unknown as ResponseView]));
   serveThreadPort(channel.port2, { services, bus: () => bus, ready: async () => ({ ok: true, notRunning: [], details: { here: true } }), logger: { error() {} }, views });
   const port = createThreadPortClient(channel.port1);
   return { port, bus, client: port.client(WorkspaceService) };
@@ -71,12 +83,25 @@ describe('thread port', () => {
     const { client } = setup({ listWorkspaces: async () => ({ workspaces: kept }) });
     const answer: unknown = await client.listWorkspaces({}, { principal: USER, view: NAMES_VIEW });
     expect(answer).toBeInstanceOf(RenderedResponse);
-    expect(JSON.parse((answer as RenderedResponse).body)).toEqual({ names: ['Första "quoted"'] });
+    expect(JSON.parse((answer as RenderedResponse).body as string)).toEqual({ names: ['Första "quoted"'] });
     // Rendered from the response as the handler answered it: what the callee changes later is not in it.
     kept[0]!.name = 'changed by the callee';
-    expect(JSON.parse((answer as RenderedResponse).body)).toEqual({ names: ['Första "quoted"'] });
+    expect(JSON.parse((answer as RenderedResponse).body as string)).toEqual({ names: ['Första "quoted"'] });
     const again = (await client.listWorkspaces({}, { principal: USER, view: NAMES_VIEW })) as unknown as RenderedResponse;
-    expect(JSON.parse(again.body)).toEqual({ names: ['changed by the callee'] });
+    expect(JSON.parse(again.body as string)).toEqual({ names: ['changed by the callee'] });
+  });
+
+  it('thread port: a view that renders bytes answers them, transferred: the services side keeps no access to them', async () => {
+    const { client } = setup({ listWorkspaces: async () => ({ workspaces: [{ id: 'ws_1', name: 'Första "quoted"' }] }) });
+    const answer = (await client.listWorkspaces({}, { principal: USER, view: BYTES_VIEW })) as unknown as RenderedResponse;
+    expect(answer).toBeInstanceOf(RenderedResponse);
+    expect(answer.body).toBeInstanceOf(Uint8Array);
+    expect(JSON.parse(Buffer.from(answer.body as Uint8Array).toString('utf8'))).toEqual({ names: ['Första "quoted"'] });
+    // Transferred, not copied: the buffer the view made is detached on its side.
+    expect(handedOut.at(-1)!.byteLength).toBe(0);
+    expect(renderedBody(BYTES_VIEW, { workspaces: [{ id: 'ws_1', name: 'Första "quoted"' }] } as unknown as ListAnswer)).toBe(
+      Buffer.from(answer.body as Uint8Array).toString('utf8'),
+    );
   });
 
   it('thread port: a view the services side does not know answers the message, which the caller renders to the same bytes', async () => {

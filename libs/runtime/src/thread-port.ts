@@ -5,9 +5,10 @@
  * spans and error mapping), event publishes to the worker's bus, readiness and shutdown.
  * Structured clone is the isolation: neither thread can reach the other's objects. A call made
  * with a response view (libs/rpc views.ts) is answered with the view's text, rendered in the
- * services' thread: one flat string crosses, nothing of the response is cloned or left shared.
- * (A string posts cheaper than its UTF-8 bytes cost to encode and transfer; the gateway's socket
- * write encodes it, in the thread that has the time.)
+ * services' thread: one flat string crosses, or, for a view that renders bytes (joined from bytes
+ * it keeps), an ArrayBuffer transferred without a copy; nothing of the response is cloned or left
+ * shared. (A view without bytes of its own posts text: a string posts cheaper than its UTF-8
+ * bytes cost to encode here and transfer.)
  */
 import type { MessagePort } from 'node:worker_threads';
 import type { DescMethod, DescService, Message } from '@bufbuild/protobuf';
@@ -21,6 +22,7 @@ import {
   endClientSpan,
   grpcCodeName,
   RenderedResponse,
+  renderView,
   type LocalServices,
   type Principal,
   type RpcCallOptions,
@@ -81,13 +83,16 @@ export function serveThreadPort(
             controller,
             parent: propagation.extract(ROOT_CONTEXT, message.trace),
             // Posting the message copies it (a view's text as well): nothing more to isolate.
-            finish: (response): unknown => (view ? view.render(response) : response),
+            finish: (response): unknown => (view ? renderView(view, response) : response),
           })
           .then((outcome) => {
             running.delete(message.id);
             if (!outcome.ok) return fail(message.id, outcome.error);
             try {
-              reply(view ? { t: 'ok', id: message.id, value: outcome.value, rendered: true } : { t: 'ok', id: message.id, value: outcome.value });
+              if (!view) reply({ t: 'ok', id: message.id, value: outcome.value });
+              // A view's bytes are transferred (renderBytes gives them an ArrayBuffer of their own).
+              else if (outcome.value instanceof Uint8Array) port.postMessage({ t: 'ok', id: message.id, value: outcome.value, rendered: true } satisfies Reply, [outcome.value.buffer as ArrayBuffer]);
+              else reply({ t: 'ok', id: message.id, value: outcome.value, rendered: true });
             } catch (err) {
               // A result that cannot be copied across (a function, a symbol): the call's internal error.
               target.logger.error({ err, rpc: { service: message.service, method: message.method } }, 'rpc handler failed');
@@ -140,7 +145,7 @@ export function createThreadPortClient(port: MessagePort): ThreadPortClient {
     const waiting = pending.get(message.id);
     if (!waiting) return;
     pending.delete(message.id);
-    if (message.t === 'ok') waiting.resolve(message.rendered ? new RenderedResponse(message.value as string) : message.value);
+    if (message.t === 'ok') waiting.resolve(message.rendered ? new RenderedResponse(message.value as string | Uint8Array) : message.value);
     else waiting.reject(new ServiceError(isErrorCode(message.code) ? message.code : 'internal', message.message, message.details));
   });
 

@@ -1,5 +1,6 @@
 import { create } from '@bufbuild/protobuf';
 import { GetTaskResponseSchema, SearchTasksResponseSchema, TaskViewSchema } from '@planning/proto/planning/issues/v1/tasks_pb';
+import { deepFreeze } from '@planning/store';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { ok } from './openapi.js';
@@ -147,5 +148,29 @@ describe('response views', () => {
     };
     expect(rendered).toBe(await serializedBySchema(schema, JSON.parse(rendered)));
     expect(JSON.parse(rendered)).toEqual({ data: { issues: [issueJson(fullTask), issueJson(bareTask)] }, page: { nextCursor: 'abc' } });
+  });
+
+  it('render a page joined from issue texts or UTF-8 bytes: what JSON.stringify makes of the page, frozen (shared, memoised) views or not', () => {
+    const edges = [{ sourceIssueId: 'tsk_2', targetIssueId: 'tsk_1' }];
+    const asObject = (graph: boolean, cursor: string | undefined): string =>
+      JSON.stringify({
+        data: { issues: [issueJson(fullTask), issueJson(bareTask)], ...(graph ? { dependencyGraph: { edges } } : {}) },
+        page: { nextCursor: cursor ?? null },
+      });
+    const shared = [deepFreeze(structuredClone(fullTask)), deepFreeze(structuredClone(bareTask))];
+    for (const tasks of [[fullTask, bareTask], shared, shared]) {
+      for (const graph of [false, true]) {
+        for (const cursor of [undefined, 'next "cursor"']) {
+          const page = create(SearchTasksResponseSchema, { tasks, ...(cursor ? { nextCursor: cursor } : {}), ...(graph ? { dependencyGraph: { edges } } : {}) });
+          expect(ISSUE_PAGE_VIEW.render(page)).toBe(asObject(graph, cursor));
+          const bytes = ISSUE_PAGE_VIEW.renderBytes!(page);
+          expect(Buffer.from(bytes).equals(Buffer.from(asObject(graph, cursor), 'utf8'))).toBe(true);
+          // A buffer of its own, so the services' thread can transfer it.
+          expect(bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.length).toBe(true);
+        }
+      }
+    }
+    expect(ISSUE_PAGE_VIEW.render(create(SearchTasksResponseSchema, {}))).toBe('{"data":{"issues":[]},"page":{"nextCursor":null}}');
+    expect(Buffer.from(ISSUE_PAGE_VIEW.renderBytes!(create(SearchTasksResponseSchema, {}))).toString()).toBe('{"data":{"issues":[]},"page":{"nextCursor":null}}');
   });
 });

@@ -75,18 +75,65 @@ export function issueJson(view: Shape<typeof TaskViewSchema>) {
   };
 }
 
-/** `GET /api/issues`: the page of issues, the dependency graph when the search asked for it, the cursor. */
+/**
+ * The UTF-8 JSON of frozen issue views, by view. The issues service shares one frozen view per
+ * stored version of a task, kind of caller and stretch of time the view holds for
+ * (sharedTaskView), so a page read again joins bytes made before; a view that is not frozen is
+ * rendered each time.
+ */
+const issueBytes = new WeakMap<Shape<typeof TaskViewSchema>, Uint8Array>();
+const utf8 = new TextEncoder();
+
+function issueUtf8(view: Shape<typeof TaskViewSchema>): Uint8Array {
+  if (!Object.isFrozen(view)) return utf8.encode(JSON.stringify(issueJson(view)));
+  let bytes = issueBytes.get(view);
+  if (bytes === undefined) issueBytes.set(view, (bytes = utf8.encode(JSON.stringify(issueJson(view)))));
+  return bytes;
+}
+
+type PageParts = { head: string; issues: readonly Shape<typeof TaskViewSchema>[]; tail: string };
+
+/**
+ * A page is the text `JSON.stringify` makes of `{ data: { issues, dependencyGraph? }, page }`:
+ * `head`, the issues' texts joined by commas, `tail`.
+ */
+function pageParts(result: Shape<typeof SearchTasksResponseSchema>): PageParts {
+  const graph = result.dependencyGraph;
+  const edges = graph
+    ? `,"dependencyGraph":${JSON.stringify({ edges: graph.edges.map((e) => ({ sourceIssueId: e.sourceIssueId, targetIssueId: e.targetIssueId })) })}`
+    : '';
+  return { head: '{"data":{"issues":[', issues: result.tasks, tail: `]${edges}},"page":${JSON.stringify({ nextCursor: result.nextCursor ?? null })}}` };
+}
+
+/**
+ * `GET /api/issues`: the page of issues, the dependency graph when the search asked for it, the
+ * cursor. In the services' thread it renders UTF-8 bytes joined from each issue's bytes, kept
+ * while the issue's view is shared, into a buffer of its own the thread transfers.
+ */
 export const ISSUE_PAGE_VIEW: ResponseView<Shape<typeof SearchTasksResponseSchema>> = {
   name: 'gateway.issues.page',
   render(result) {
-    const graph = result.dependencyGraph;
-    return JSON.stringify({
-      data: {
-        issues: result.tasks.map(issueJson),
-        ...(graph ? { dependencyGraph: { edges: graph.edges.map((e) => ({ sourceIssueId: e.sourceIssueId, targetIssueId: e.targetIssueId })) } } : {}),
-      },
-      page: { nextCursor: result.nextCursor ?? null },
-    });
+    const { head, issues, tail } = pageParts(result);
+    return `${head}${issues.map((v) => JSON.stringify(issueJson(v))).join(',')}${tail}`;
+  },
+  renderBytes(result) {
+    const { head, issues, tail } = pageParts(result);
+    const parts = issues.map(issueUtf8);
+    const headBytes = utf8.encode(head);
+    const tailBytes = utf8.encode(tail);
+    let size = headBytes.length + tailBytes.length + Math.max(0, parts.length - 1);
+    for (const part of parts) size += part.length;
+    const out = new Uint8Array(size);
+    out.set(headBytes, 0);
+    let at = headBytes.length;
+    for (let i = 0; i < parts.length; i++) {
+      if (i > 0) out[at++] = 0x2c; // ','
+      const part = parts[i]!;
+      out.set(part, at);
+      at += part.length;
+    }
+    out.set(tailBytes, at);
+    return out;
   },
 };
 

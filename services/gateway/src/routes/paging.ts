@@ -19,10 +19,10 @@ export function decodeCursor(cursor: string | undefined): string | undefined {
 }
 
 /**
- * Answers with JSON already rendered (a response view's text): the route's response schema
- * documents it, fastify's serializer is skipped (a string under a JSON content type is sent as
- * it is). The content type is the one fastify gives JSON.
+ * Answers with JSON already rendered (a response view's text, or its UTF-8 bytes): the route's
+ * response schema documents it, fastify's serializer is skipped (a string or a Buffer under a JSON
+ * content type is sent as it is). The content type is the one fastify gives JSON.
  */
-export function sendJsonBody(reply: FastifyReply, body: string): FastifyReply {
-  return reply.type('application/json; charset=utf-8').send(body);
+export function sendJsonBody(reply: FastifyReply, body: string | Uint8Array): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength));
 }

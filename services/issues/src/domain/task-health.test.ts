@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { emptyInstructions } from './task-contract.js';
-import { agentReadiness, claimBlockers, healthOf, remindersOf, type HealthTask } from './task-health.js';
+import { agentReadiness, claimBlockers, healthOf, healthStableUntil, remindersOf, type HealthTask } from './task-health.js';
 
 const NOW = new Date('2025-06-10T12:00:00.000Z');
 const daysAgo = (d: number, extraMs = 0) => new Date(NOW.getTime() - d * 86_400_000 - extraMs).toISOString();
@@ -114,5 +114,49 @@ describe('task health: agent readiness', () => {
     expect(agentReadiness({ status: 'backlog', openDependencyCount: 0, instructions: brief })).toBe('not-ready');
     expect(agentReadiness({ status: 'done', openDependencyCount: 0, instructions: brief })).toBe('closed');
     expect(agentReadiness({ status: 'cancelled', openDependencyCount: 3, instructions: brief })).toBe('closed');
+  });
+});
+
+describe('task health: how long it holds', () => {
+  const DAY = 86_400_000;
+  const STATUSES = ['backlog', 'ready', 'in-progress', 'in-review', 'blocked', 'done', 'cancelled'] as const;
+  /** A deterministic pseudo-random sequence (the same tasks every run). */
+  const rng = (seed: number) => () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+
+  it('task health: stays the same from now until healthStableUntil, and changes at that instant (600 random tasks)', () => {
+    const random = rng(7);
+    const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)] as T;
+    let finite = 0;
+    for (let n = 0; n < 600; n++) {
+      const now = new Date(NOW.getTime() + Math.floor(random() * 3 * DAY));
+      const claimed = random() < 0.4;
+      const t = task({
+        status: pick(STATUSES),
+        ...(random() < 0.7 ? { dueDate: new Date(NOW.getTime() + Math.floor((random() - 0.5) * 6 * DAY)).toISOString().slice(0, 10) } : { dueDate: undefined }),
+        lastActivityAt: new Date(now.getTime() - Math.floor(random() * 20 * DAY)).toISOString(),
+        ...(claimed ? { claim: { agentId: pick(['agt_a', 'agt_b']), expiresAt: new Date(now.getTime() + Math.floor((random() - 0.3) * DAY)).toISOString() } } : {}),
+        timeLoggedMinutes: pick([0, 5]),
+      });
+      const context = { now, ...(random() < 0.5 ? { agentId: 'agt_a' } : {}) };
+      const health = healthOf(t, context);
+      const until = healthStableUntil(t, now);
+      expect(until).toBeGreaterThan(now.getTime());
+      const last = Number.isFinite(until) ? until - 1 : now.getTime() + 30 * DAY;
+      for (const at of [now.getTime() + 1, Math.floor(now.getTime() + random() * (last - now.getTime())), last]) {
+        expect(healthOf(t, { ...context, now: new Date(at) })).toEqual(health);
+      }
+      if (Number.isFinite(until)) {
+        finite++;
+        expect(healthOf(t, { ...context, now: new Date(until) })).not.toEqual(health);
+      }
+    }
+    expect(finite).toBeGreaterThan(300);
+  });
+
+  it('task health: a date it cannot read promises nothing (now itself)', () => {
+    expect(healthStableUntil(task({ lastActivityAt: 'not a date' }), NOW)).toBe(NOW.getTime());
+    expect(healthStableUntil(task({ status: 'done', lastActivityAt: 'not a date', claim: { agentId: 'a', expiresAt: daysAgo(-1) } }), NOW)).toBe(
+      NOW.getTime() + DAY,
+    );
   });
 });

@@ -161,6 +161,33 @@ export function nextActionOf(task: HealthTask, reasons: readonly BlockReason[]):
   }
 }
 
+/**
+ * Until when (milliseconds since the epoch) the task's health for a caller stays what it is at
+ * `now`, by the passing of time alone: the first instant the claim mirror expires, the task
+ * becomes overdue, stale, or a day staler (the stale reminder counts days). `now` itself when
+ * some date cannot be read (nothing to promise); Infinity when nothing can change.
+ */
+export function healthStableUntil(task: HealthTask, now: Date): number {
+  const at = now.getTime();
+  let until = Infinity;
+  const changesAt = (t: number): void => {
+    if (Number.isNaN(t)) until = at;
+    else if (t > at && t < until) until = t;
+  };
+  // claimBlockers: `expiresAt > now` while mirrored.
+  if (task.claim) changesAt(Date.parse(task.claim.expiresAt));
+  if (!isClosed(task.status)) {
+    // remindersOf: overdue once `today(now)` is past the due date.
+    if (task.dueDate !== undefined) changesAt(Date.parse(`${task.dueDate}T00:00:00.000Z`) + DAY_MS);
+    // Stale after `staleDays` whole days of no activity; the message then counts the days.
+    const last = Date.parse(task.lastActivityAt);
+    const limit = (task.status === 'in-progress' || task.status === 'in-review' ? STALE_DAYS_ACTIVE : STALE_DAYS_OTHER) * DAY_MS;
+    const idle = at - last;
+    changesAt(idle <= limit ? last + limit + 1 : last + (Math.floor(idle / DAY_MS) + 1) * DAY_MS);
+  }
+  return until;
+}
+
 /** The health of a task for the caller, now. */
 export function healthOf(task: HealthTask, context: HealthContext): TaskHealth {
   const reasons = claimBlockers(task, context);

@@ -1,6 +1,7 @@
 /** Translation between stored task records and the protobuf messages of the task services. */
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { invalidInput } from '@planning/errors';
+import { deepFreeze } from '@planning/store';
 import {
   DoneStatusSchema,
   type AcceptanceCheck,
@@ -26,7 +27,7 @@ import type {
 } from '@planning/proto/planning/issues/v1/tasks_pb';
 import { DEFAULT_APPROVAL_TTL_SECONDS, isLivePending, type ApprovalGate, type DoneStatus } from '../domain/done-policy.js';
 import { completeness } from '../domain/task-contract.js';
-import { agentReadiness, healthOf, type HealthContext, type TaskHealth } from '../domain/task-health.js';
+import { agentReadiness, healthOf, healthStableUntil, type HealthContext, type TaskHealth } from '../domain/task-health.js';
 import { CLEARABLE_FIELDS, validatePatch, type RawTaskPatch, type TaskPatch } from '../domain/tasks.js';
 import {
   healthInput,
@@ -117,6 +118,67 @@ export function toHealthMessage(h: TaskHealth): MessageInitShape<typeof TaskHeal
  */
 export function toTaskView(t: TaskRecord, context: HealthContext, done?: DoneStatus): TaskView {
   return { $typeName: TASK_VIEW, task: taskMessage(t, context.now, done), health: healthMessage(healthOf(healthInput(t), context)) };
+}
+
+/**
+ * Until when `toTaskView(t, context)` (without a done status) stays what it is at `now`: the
+ * health's own limit (healthStableUntil) and the first pending approval gate that expires.
+ */
+export function taskViewStableUntil(t: TaskRecord, now: Date): number {
+  let until = healthStableUntil(healthInput(t), now);
+  const at = now.getTime();
+  for (const g of t.approvalGates ?? []) {
+    if (g.status !== 'pending' || !isLivePending(g, now)) continue;
+    const expires = Date.parse(g.expiresAt);
+    if (Number.isNaN(expires)) return at;
+    if (expires < until) until = expires;
+  }
+  return until;
+}
+
+interface SharedView {
+  view: TaskView;
+  /** The view holds from `from` (the time it was made at) until just before `until`. */
+  from: number;
+  until: number;
+}
+
+/** Views of frozen records, by record (one object per stored version) and caller (`callerKind`). */
+const sharedViews = new WeakMap<TaskRecord, Map<CallerKind, SharedView>>();
+
+type CallerKind = 'anyone' | 'assignee' | 'other-agent';
+
+/**
+ * What of the caller a view depends on: only whether an agent caller is the task's assignee
+ * (claimBlockers' `assigned-to-another-agent`); with no assignee, or no agent, nothing.
+ */
+function callerKind(t: TaskRecord, agentId: string | undefined): CallerKind {
+  const assignee = t.agent.assignedAgentId;
+  if (assignee === undefined || agentId === undefined) return 'anyone';
+  return assignee === agentId ? 'assignee' : 'other-agent';
+}
+
+/**
+ * `toTaskView` for a record the store handed out `readonly` (frozen; the same object for every
+ * read of the same stored version): the view is made once per record, kind of caller and stretch
+ * of time it holds for (taskViewStableUntil), frozen and shared, so a page read again maps and
+ * computes nothing, and a response view can memoise its JSON by the view's identity. A copy
+ * (not frozen), or a caller with a claim known from elsewhere, gets a fresh view as before.
+ */
+export function sharedTaskView(t: TaskRecord, context: HealthContext): TaskView {
+  if (context.activeClaim !== undefined || !Object.isFrozen(t)) return toTaskView(t, context);
+  const caller = callerKind(t, context.agentId);
+  const at = context.now.getTime();
+  let views = sharedViews.get(t);
+  const held = views?.get(caller);
+  if (held !== undefined && held.from <= at && at < held.until) return held.view;
+  const view = deepFreeze(toTaskView(t, context));
+  const until = taskViewStableUntil(t, context.now);
+  if (until > at) {
+    if (views === undefined) sharedViews.set(t, (views = new Map()));
+    views.set(caller, { view, from: at, until });
+  }
+  return view;
 }
 
 const TASK_VIEW = 'planning.issues.v1.TaskView';

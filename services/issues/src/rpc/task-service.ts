@@ -34,6 +34,7 @@ import {
   toContractMessage,
   toDoneStatusMessage,
   toEvidenceMessage,
+  sharedTaskView,
   toTaskView,
 } from './task-messages.js';
 
@@ -321,7 +322,7 @@ export function createTaskService(deps: TaskServiceDeps): ServiceImplementation<
       const page = await tasks.search(search, limit);
       const context = healthContext(ctx, deps.clock());
       return {
-        tasks: page.tasks.map((t) => toTaskView(t, context)),
+        tasks: page.tasks.map((t) => sharedTaskView(t, context)),
         nextCursor: page.nextCursor,
         ...(request.includeDependencyGraph ? { dependencyGraph: { edges: await tasks.edgesAround(page.tasks) } } : {}),
       };

@@ -629,11 +629,12 @@ export class TaskRepository {
 
   // ---- search --------------------------------------------------------------------------------
 
-  /** One page of a search, with the cursor of the next page when there is one. */
+  /** One page of a search, with the cursor of the next page when there is one (the records frozen: read only). */
   async search(search: TaskSearch, limit: number): Promise<{ tasks: TaskRecord[]; nextCursor?: string }> {
     if (!search.scope.all && search.scope.ids.length === 0) return { tasks: [] };
     const { filter, sort } = searchQuery(search);
-    const rows = await this.tasks.find(filter, { sort, limit: limit + 1, projection: PROJECTION });
+    // Readonly: the store's frozen copies (one per stored version), which views are memoised by.
+    const rows = await this.tasks.find(filter, { sort, limit: limit + 1, projection: PROJECTION, readonly: true });
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     if (rows.length <= limit || !last) return { tasks: page };
