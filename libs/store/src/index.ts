@@ -17,6 +17,7 @@ export {
   type SqliteCollection,
   type SqliteDocumentStore,
   type SqliteStoreOptions,
+  type StoreMemoryUse,
   type StoreTransaction,
 } from './sqlite/sqlite-store.js';
 export { importLegacyStore, type LegacyImportResult } from './sqlite/legacy-import.js';

@@ -84,6 +84,11 @@ export class DocCache {
     this.bytes = 0;
   }
 
+  /** JSON length of the documents held (what the budget bounds). */
+  get heldBytes(): number {
+    return this.bytes;
+  }
+
   get size(): number {
     return this.entries.size;
   }

@@ -420,6 +420,42 @@ describe('sqlite store: plans', () => {
   });
 });
 
+describe('sqlite store: memory', () => {
+  it('memory: prepared statements stay within the statement cache (plus a set per collection and index) over thousands of distinct queries in many collections', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    try {
+      const collections = 6;
+      const shapes = 300;
+      for (let k = 0; k < collections; k++) {
+        const c = store.collection(`memory${k}`);
+        await c.createIndexes([{ name: 'group_rank', keys: { group: 1, rank: 1 } }]);
+        await c.insertMany(Array.from({ length: 40 }, (_, i) => ({ _id: `d${i}`, group: `g${i % 2}`, rank: i, f0: i })));
+        for (let i = 0; i < shapes; i++) {
+          // Each query its own statement text (another field): a page walked in index order,
+          // kept as a plan with its LIMIT form, and a count.
+          const filter = { group: 'g1', [`f${i}`]: { $ne: -1 } };
+          const page = await c.find(filter, { sort: { rank: 1 }, limit: 1 + (i % 5) });
+          expect(page).toHaveLength(1 + (i % 5));
+          expect(await c.countDocuments(filter)).toBe(20);
+        }
+      }
+      const use = store.memoryUse();
+      expect(use.cachedStatements).toBeLessThanOrEqual(use.statementCacheLimit);
+      // Outside the cache only each collection's and index's own statements (reads and writes by
+      // row, index entries): no statement of a kept plan.
+      expect(use.statements - use.cachedStatements).toBeLessThanOrEqual(collections * (8 + 3));
+      expect(use.statements).toBeLessThanOrEqual(use.statementCacheLimit + collections * (8 + 3));
+      expect(use.plans).toBeGreaterThan(0);
+      expect(use.plans).toBeLessThanOrEqual(collections * 256);
+      expect(use.shapes).toBeLessThanOrEqual(collections * 512);
+      expect(use.documentCacheBytes).toBeLessThanOrEqual(use.documentCacheLimitBytes);
+      expect(use.pageCacheLimitKiB).toBe(16_384);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe('sqlite store: filtered walks', () => {
   it('plans: a page walked in order is filtered by a selective index or the text index before documents are read, with the same answers as no index', async () => {
     const indexed = createSqliteStore({ path: ':memory:' });

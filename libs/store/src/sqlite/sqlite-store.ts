@@ -119,6 +119,24 @@ export interface SqliteDocumentStore extends DocumentStore {
   beginTransaction(): StoreTransaction;
   /** Removes documents whose TTL has passed, now; returns how many. The sweep timer calls this. */
   sweepExpired(): Promise<number>;
+  /** What the store keeps in memory and the bounds it keeps it within (diagnostics and tests; README "Memory"). */
+  memoryUse(): StoreMemoryUse;
+}
+
+export interface StoreMemoryUse {
+  /** Prepared statements the store holds (each is SQLite memory: its compiled program). */
+  statements: number;
+  /** Of those, in the statement cache: at most `statementCacheLimit`; the rest are one set per collection, index and substring index. */
+  cachedStatements: number;
+  statementCacheLimit: number;
+  /** Plans of queries kept to run again (at most 256 per collection), and access paths kept by shape of query (at most 512 per collection). */
+  plans: number;
+  shapes: number;
+  /** The document cache: JSON length of the documents it holds, and its budget (`documentCacheKiB`). */
+  documentCacheBytes: number;
+  documentCacheLimitBytes: number;
+  /** SQLite's page cache limit (`cacheKiB`, `PRAGMA cache_size`). */
+  pageCacheLimitKiB: number;
 }
 
 const DEFAULT_SWEEP_MS = 60_000;
@@ -179,14 +197,19 @@ const TEXT_DELAY_MS = 20;
 /** Trigram counts kept per substring index (cleared when full). */
 const TRIGRAM_COUNTS = 20_000;
 
-/** A query's plan and statement, kept for the same query again (see `SqliteStore.select`). */
+/**
+ * A query's plan and the text of its statements, kept for the same query again (see
+ * `SqliteStore.select`). The statements themselves are taken from the store's statement cache by
+ * that text, never held here: a plan kept must not keep a statement the cache let go (each is
+ * SQLite memory, its compiled program), or the statements held would grow with the collections
+ * and shapes of query seen rather than stay within STATEMENT_CACHE.
+ */
 interface PlanMemo {
   plan: Plan;
-  /** The statement that runs it, and its text (for explain). */
-  stmt: Statement;
+  /** The statement that runs it (also reported by explain). */
   sql: string;
   /** An ordered walk's statement with the page's LIMIT, rows as arrays (see `select`). */
-  limited?: Statement;
+  limitedSql?: string;
   /** `CollState.epoch` when planned. */
   epoch: number;
 }
@@ -427,6 +450,7 @@ class SqliteStore implements SqliteDocumentStore {
    */
   private readonly sharedWhole = new WeakMap<Doc, Doc>();
   private readonly sharedProjected = new WeakMap<object, WeakMap<Doc, Doc>>();
+  private readonly documentCacheBytes: number;
   private readonly sweepTimer: ReturnType<typeof setInterval>;
   private version = 0;
   private versionReserved = 0;
@@ -456,7 +480,8 @@ class SqliteStore implements SqliteDocumentStore {
     if (!Number.isFinite(this.textDelayMs) || this.textDelayMs < 0) throw new TypeError('textIndexDelayMs must be a non-negative number');
     const cacheKiB = options.documentCacheKiB ?? DEFAULT_DOCUMENT_CACHE_KIB;
     if (!Number.isInteger(cacheKiB) || cacheKiB < 0) throw new TypeError('documentCacheKiB must be a non-negative integer');
-    this.docs = new DocCache(cacheKiB * 1024);
+    this.documentCacheBytes = cacheKiB * 1024;
+    this.docs = new DocCache(this.documentCacheBytes);
     const memory = path === MEMORY;
     if (!memory) fs.mkdirSync(pathDir(path), { recursive: true });
     const existed = !memory && fs.existsSync(path);
@@ -566,6 +591,37 @@ class SqliteStore implements SqliteDocumentStore {
     this.statements.set(sql, stmt);
     if (this.statements.size > STATEMENT_CACHE) this.statements.delete(this.statements.keys().next().value as string);
     return stmt;
+  }
+
+  memoryUse(): StoreMemoryUse {
+    // Every statement reachable from the store's state is counted, wherever it is kept: a
+    // statement held outside the cache is memory the cache's bound does not cover.
+    const held = new Set<Statement>(this.statements.values());
+    const gather = (holder: object): void => {
+      for (const value of Object.values(holder)) if (isStatement(value)) held.add(value);
+    };
+    let plans = 0;
+    let shapes = 0;
+    for (const c of this.collections.values()) {
+      gather(c);
+      for (const idx of c.indexes) gather(idx);
+      for (const t of c.texts) gather(t);
+      for (const memo of c.plans.values()) gather(memo);
+      plans += c.plans.size;
+      shapes += c.shapes.size;
+    }
+    const pageCache = this.db.pragma('cache_size', { simple: true }) as number;
+    return {
+      statements: held.size,
+      cachedStatements: this.statements.size,
+      statementCacheLimit: STATEMENT_CACHE,
+      plans,
+      shapes,
+      documentCacheBytes: this.docs.heldBytes,
+      documentCacheLimitBytes: this.documentCacheBytes,
+      // Negative: KiB; positive: pages.
+      pageCacheLimitKiB: pageCache < 0 ? -pageCache : (pageCache * (this.db.pragma('page_size', { simple: true }) as number)) / 1024,
+    };
   }
 
   state(name: string): CollState | undefined {
@@ -844,14 +900,14 @@ class SqliteStore implements SqliteDocumentStore {
       }
     }
     const p = memo?.plan ?? this.planShaped(c, { filter, sort, want, countOnly: false, excludeIds }, `${want}|${excludeIds ? 1 : 0}|${sortSpec === undefined ? '' : encodeJson(sortSpec)}|`, !recount);
-    const remember = (sql: string, stmt: Statement): Statement => {
+    const remember = (sql: string): Statement => {
       // `_id` lookups are not kept: planning them counts nothing, and their ids (mostly seen
       // once) would push the plans worth keeping out.
       if (memo === undefined && p.kind !== 'IDHACK') {
-        c.plans.set(key, { plan: p, stmt, sql, epoch: c.epoch });
+        c.plans.set(key, { plan: p, sql, epoch: c.epoch });
         if (c.plans.size > PLAN_MEMOS) c.plans.delete(c.plans.keys().next().value as string);
       }
-      return stmt;
+      return this.prepare(sql);
     };
     const params = this.paramsOf(p, exclude);
     const where = [...p.where, `(${p.residual}) IS NOT 0`].join(' AND ');
@@ -876,7 +932,7 @@ class SqliteStore implements SqliteDocumentStore {
           : `${select} FROM ${p.source} WHERE ${where} ${p.orderBy}`;
       }
       explain.sql = sql;
-      const stmt = memo?.stmt ?? remember(sql, this.prepare(sql));
+      const stmt = memo !== undefined ? this.prepare(sql) : remember(sql);
       if (want > 0) {
         // Decoded here, cached once the statement is done (nothing leaves the cache meanwhile).
         let fresh: { rid: number; v: number; doc: Doc; size: number }[] = [];
@@ -909,13 +965,14 @@ class SqliteStore implements SqliteDocumentStore {
           // A page: SQLite stops at the page's size itself and hands the rows over at once
           // (arrays, one call). Enough unless a row was a duplicate or failed the test here:
           // then the walk runs again, row by row, until the page is full.
-          let limited = memo?.limited;
-          if (limited === undefined) {
-            limited = this.prepare(`${sql} LIMIT ${want}`).raw(true);
+          let limitedSql = memo?.limitedSql;
+          if (limitedSql === undefined) {
+            limitedSql = `${sql} LIMIT ${want}`;
             const kept = c.plans.get(key);
-            if (kept !== undefined && kept.sql === sql) kept.limited = limited;
+            if (kept !== undefined && kept.sql === sql) kept.limitedSql = limitedSql;
           }
-          const got = limited.all(params) as [number, number, number | null][];
+          // Only this walk runs `... LIMIT n` texts, always with rows as arrays.
+          const got = this.prepare(limitedSql).raw(true).all(params) as [number, number, number | null][];
           complete = true;
           for (const [rid, v, m] of got) if (!take(rid, v, m)) complete = false;
           complete ||= got.length < want;
@@ -961,7 +1018,7 @@ class SqliteStore implements SqliteDocumentStore {
       sql = `SELECT c.rid AS rid, c.id AS id, ${sure} AS m, ${columns.join(', ')} FROM ${p.source} WHERE ${where}`;
     }
     explain.sql = sql;
-    const stmt = memo?.stmt ?? remember(sql, this.prepare(sql));
+    const stmt = memo !== undefined ? this.prepare(sql) : remember(sql);
     const items: Keyed<number>[] = [];
     const needDoc: number[] = [];
     const pendingById = new Map<number, { id: string; m: number | null }>();
@@ -1551,6 +1608,10 @@ function shapeOf(value: unknown): string {
   let out = '{';
   for (const key of Object.keys(value)) out += `${JSON.stringify(key)}:${shapeOf((value as Record<string, unknown>)[key])},`;
   return `${out}}`;
+}
+
+function isStatement(value: unknown): value is Statement {
+  return typeof value === 'object' && value !== null && typeof (value as Statement).iterate === 'function' && typeof (value as Statement).source === 'string';
 }
 
 /** The id of a filter that is exactly `{_id: <string>}`. */
