@@ -8,8 +8,8 @@
  * `fill`: opens the store on disk (the old engine with its snapshot and journal, SQLite with its
  * file), loads `tasks` tasks through the issues repository's indexes, then makes `writes` task
  * updates (each a transaction: the task, an activity record, an event) from 64 concurrent writers;
- * RSS after garbage collection after each phase, the write rate, and the event loop's delay while
- * writing. `start`: opens the same folder and runs the first search; how long that took.
+ * RSS after garbage collection (once settled, see `rssMiB`) after each phase, the write rate, and
+ * the event loop's delay while writing. `start`: opens the same folder and runs the first search; how long that took.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -21,10 +21,24 @@ import { asBefore, loadOldEngine } from './old-engine.js';
 
 const [engine, phase, dir, tasksArg, writesArg] = process.argv.slice(2);
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => undefined);
-const rssMiB = (): number => {
+/**
+ * RSS after garbage collection, once it has settled: V8 returns the pages a collection freed on
+ * a background thread, so RSS read at once still counts them (measured: up to 70 MiB more after
+ * the updates, varying with where the young generation stood; gone 50 ms later). Read every
+ * 50 ms until it stops falling (at most 2 s).
+ */
+const rssMiB = async (): Promise<number> => {
   gc();
   gc();
-  return process.memoryUsage().rss / 2 ** 20;
+  let rss = process.memoryUsage().rss;
+  for (let i = 0; i < 40; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const now = process.memoryUsage().rss;
+    const settled = now > rss - 2 ** 20;
+    rss = Math.min(rss, now);
+    if (settled) break;
+  }
+  return rss / 2 ** 20;
 };
 
 async function open(): Promise<DocumentStore & { close(): Promise<void> }> {
@@ -43,7 +57,7 @@ async function fill(): Promise<Record<string, unknown>> {
   const started = performance.now();
   const f = await createSearchFixture({ tasks: Number(tasksArg), store: store as unknown as EmbeddedDocumentStore, workspaceId });
   const loadSeconds = (performance.now() - started) / 1000;
-  const afterLoad = rssMiB();
+  const afterLoad = await rssMiB();
   const ids = (await f.repository.search({ scope: { all: false, ids: [workspaceId] }, sort: 'priority', direction: 'desc' }, 1000)).tasks.map((t) => t._id);
   const writes = Number(writesArg);
   const lag = monitorEventLoopDelay({ resolution: 10 });
@@ -60,7 +74,7 @@ async function fill(): Promise<Record<string, unknown>> {
   );
   const writeSeconds = (performance.now() - writeStarted) / 1000;
   lag.disable();
-  const afterWrites = rssMiB();
+  const afterWrites = await rssMiB();
   const heap = process.memoryUsage().heapUsed / 2 ** 20;
   await harness.close().catch(() => undefined);
   await store.close().catch(() => undefined);
@@ -85,7 +99,7 @@ async function start(): Promise<Record<string, unknown>> {
   const tasks = store.collection('tasks');
   const first = await tasks.find({ workspaceId }, { sort: { 'sortKeys.priority': -1 }, limit: 51, projection: { searchText: 0 } });
   const ms = performance.now() - t0;
-  const rss = rssMiB();
+  const rss = await rssMiB();
   await harness.close().catch(() => undefined);
   await store.close().catch(() => undefined);
   return { startMs: ms, found: first.length, rssAfterStart: rss };
