@@ -55,14 +55,17 @@ export function asBefore<S extends DocumentStore>(store: S): S {
             if (p === 'createIndexes') {
               return (specs: IndexSpec[]) => c.createIndexes(specs.flatMap((s) => (s.substring ? OLD_TEXT_INDEXES : [s])));
             }
-            if (p === 'find') {
-              return (filter: Filter, options?: FindOptions) => {
-                const sort = options?.sort;
+            if (p === 'find' || p === 'findOne') {
+              const read = (p === 'find' ? c.find.bind(c) : c.findOne.bind(c)) as (filter: Filter, options?: FindOptions) => Promise<unknown>;
+              return (filter: Filter, given?: FindOptions) => {
+                // The old engine had no readonly reads: it copied every document for every caller.
+                const { readonly: _readonly, ...options } = given ?? {};
+                const sort = options.sort;
                 const keys = sort ? Object.keys(sort) : [];
-                if (filter.searchText !== undefined && keys.length === 1 && keys[0] === 'sortKeys.priority') {
-                  return c.find(filter, { ...options, sort: { ...sort, searchText: sort!['sortKeys.priority']! } });
+                if (p === 'find' && filter.searchText !== undefined && keys.length === 1 && keys[0] === 'sortKeys.priority') {
+                  return read(filter, { ...options, sort: { ...sort, searchText: sort!['sortKeys.priority']! } });
                 }
-                return c.find(filter, options);
+                return read(filter, options);
               };
             }
             const v = Reflect.get(c, p) as unknown;

@@ -217,7 +217,8 @@ function render(r: Results, done: boolean): string {
         '`TaskRepository.search`. The old engine in memory; SQLite on a file with its 16 MiB page cache. Each engine measured twice per row, ' +
         'alternately; the better of the two runs is shown. Each row repeats one query, so SQLite serves it warm, as it serves a page read again: ' +
         'the plan and statement of the same query are reused and the page\'s documents come from its document cache (8 MiB of decoded documents, ' +
-        'keyed by row and version, copied for the caller); a first read also plans the query and decodes every document\'s JSON.',
+        'keyed by row and version; the repository reads a page `readonly`, so SQLite hands out the one frozen copy it keeps per row version, ' +
+        'where the old engine, which had no readonly reads, copied every document); a first read also plans the query and decodes every document\'s JSON.',
       '',
       '| query | old p50 | old p99 | SQLite p50 | SQLite p99 | p50 old / SQLite |',
       '|---|---:|---:|---:|---:|---:|',
