@@ -23,6 +23,8 @@ import { createSqliteStore } from '@planning/store';
 import { getFreePort } from '@planning/testing';
 import { ROOT } from '../test/support/service-process.js';
 import { machine, ms, summarize, type Bench } from './support.js';
+// @ts-expect-error plain ESM script without type declarations
+import { BUNDLE_NODE_FLAGS } from '../scripts/node-flags.mjs';
 
 const CONNECTIONS = 50;
 const ROUNDS = Number(process.env.HTTP_BENCH_ROUNDS ?? 3);
@@ -579,7 +581,7 @@ async function heapBreakdown(
     HEAP_PROBE_OUT: join(dir, 'heap'),
     ...(process.env.HEAP_PROBE_SNAPSHOTS ? { HEAP_PROBE_SNAPSHOTS: process.env.HEAP_PROBE_SNAPSHOTS } : {}),
   };
-  const proc = await spawnNode(['--expose-gc', '--import', join(ROOT, 'bench/heap-probe.mjs'), join(ROOT, 'dist/main.mjs')], env, port, '/ready');
+  const proc = await spawnNode([...(BUNDLE_NODE_FLAGS as string[]), '--expose-gc', '--import', join(ROOT, 'bench/heap-probe.mjs'), join(ROOT, 'dist/main.mjs')], env, port, '/ready');
   const read = async (label: string): Promise<HeapReading> => {
     writeFileSync(env.HEAP_PROBE_TRIGGER, label);
     const threads = await eventually(
@@ -713,7 +715,8 @@ const bench: Bench = {
         DATA_DIR: mkdtempSync(join(tmpdir(), `planning-bench-${layout}-`)),
         ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
       };
-      const profile = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${layout}`] : [];
+      // Started as `pnpm start` and the image start it (scripts/node-flags.mjs).
+      const profile = [...(BUNDLE_NODE_FLAGS as string[]), ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${layout}`] : [])];
       if (process.env.HTTP_BENCH_NODE_ARGS) profile.push(...process.env.HTTP_BENCH_NODE_ARGS.split(' '));
       const proc = await spawnNode([...profile, join(ROOT, 'dist/main.mjs')], env, port, '/ready');
       await new Promise((r) => setTimeout(r, 3_000));

@@ -21,6 +21,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BUNDLE_NODE_FLAGS } from './node-flags.mjs';
 
 /** The build stage's deploy, as the Dockerfile writes it (its target folder last). */
 export const DEPLOY_ARGS = ['--filter', '@planning/image-deps', '--config.inject-workspace-packages=true', 'deploy', '--prod', '--frozen-lockfile'];
@@ -106,7 +107,7 @@ async function main() {
     writeFileSync(marker, '');
     const command = asImageUser ? ['setpriv', `--reuid=${IMAGE_UID}`, `--regid=${IMAGE_UID}`, '--clear-groups', node24] : [node24];
     const output = [];
-    child = spawn(command[0], [...command.slice(1), join(app, 'main.mjs')], { cwd: '/', env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(command[0], [...command.slice(1), ...BUNDLE_NODE_FLAGS, join(app, 'main.mjs')], { cwd: '/', env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.on('data', (c) => output.push(c));
     child.stderr.on('data', (c) => output.push(c));
     const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));

@@ -6,6 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 // @ts-expect-error plain ESM script without type declarations
 import { DEPLOY_ARGS } from '../../scripts/check-image-runtime.mjs';
+// @ts-expect-error plain ESM script without type declarations
+import { BUNDLE_NODE_FLAGS } from '../../scripts/node-flags.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const checkScript = join(root, 'scripts/check-image-deps.mjs');
@@ -54,11 +56,17 @@ describe('container image', () => {
     expect(command).toContain(`pnpm ${(DEPLOY_ARGS as string[]).join(' ')} /deploy`);
   });
 
-  it('image: the entry point runs the bundle without source maps (NODE_OPTIONS turns them on), and the maps ship', () => {
+  it('image: the entry point runs the bundle with the start flags and without source maps (NODE_OPTIONS turns them on), and the maps ship', () => {
     const entrypoint = /^ENTRYPOINT (.+)$/m.exec(dockerfile)?.[1];
-    expect(JSON.parse(entrypoint ?? 'null')).toEqual(['node', '/app/main.mjs']);
+    expect(BUNDLE_NODE_FLAGS).toContain('--max-semi-space-size=4');
+    expect(JSON.parse(entrypoint ?? 'null')).toEqual(['node', ...(BUNDLE_NODE_FLAGS as string[]), '/app/main.mjs']);
     expect(dockerfile).not.toMatch(/--enable-source-maps"/);
     // dist/ (maps included) is what the runtime stage copies.
     expect(dockerfile).toMatch(/^COPY --from=build \/src\/dist\/ \.\/$/m);
+  });
+
+  it('image: `pnpm start` passes the same V8 flags to node as the image', () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } };
+    expect(pkg.scripts.start).toMatch(new RegExp(`exec node ${(BUNDLE_NODE_FLAGS as string[]).join(' ')} dist/main\\.mjs$`));
   });
 });
