@@ -20,7 +20,7 @@ import { encodeJson, decodeJson } from '../document/codec.js';
 import { compileFilter, type Matcher } from '../document/filter.js';
 import { ID_INDEX, normalizeIndexSpec, sameIndexSpec, toIndexSpec, type NormalizedIndexSpec } from '../document/index-spec.js';
 import { encodeKey } from '../document/keys.js';
-import { compileProjection, pathValues, splitPath } from '../document/paths.js';
+import { compileProjection, pathValues, splitPath, type CompiledProjection } from '../document/paths.js';
 import { applyUpdate, compileUpdate, upsertSeed } from '../document/update.js';
 import { cloneValue, deepFreeze, isPlainObject, normalizeValue } from '../document/values.js';
 import {
@@ -1636,10 +1636,11 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     readonly name: string,
   ) {}
 
-  private out(doc: Doc, projection: unknown): T {
-    const compiled = compileProjection(projection);
-    // The store's documents (cached, or a transaction's buffered ones) are never handed out:
-    // a projection copies, and so does `cloneValue`.
+  /**
+   * The caller's copy of `doc`: the store's documents (cached, or a transaction's buffered ones)
+   * are never handed out; a projection copies, and so does `cloneValue`.
+   */
+  private out(doc: Doc, compiled: CompiledProjection | undefined): T {
     return (compiled ? compiled.apply(doc) : cloneValue(doc)) as T;
   }
 
@@ -1648,9 +1649,8 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
    * document `doc` (with `projection`) that every readonly read of this row version gets; inside
    * one (its documents are its own buffered versions) a frozen copy of its own.
    */
-  private shared(docs: readonly Doc[], projection: Projection | undefined, inTransaction: boolean): T[] {
-    const compiled = compileProjection(projection);
-    const copy = (d: Doc): Doc => deepFreeze((compiled ? compiled.apply(d) : cloneValue(d)) as Doc);
+  private shared(docs: readonly Doc[], projection: Projection | undefined, compiled: CompiledProjection | undefined, inTransaction: boolean): T[] {
+    const copy = (d: Doc): T => deepFreeze(this.out(d, compiled));
     if (inTransaction) return docs.map(copy) as T[];
     const memo = this.store.sharedCopies(projection);
     return docs.map((d) => {
@@ -1690,11 +1690,11 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     assertOptions(options, ['session', 'sort', 'projection', 'readonly'], 'findOne');
     const store = this.store;
     const tx = store.txOf(options);
-    compileProjection(options?.projection);
+    const projection = compileProjection(options?.projection);
     const { docs } = await store.read(() => store.query(this.name, filter, { ...sortOf(options), limit: 1 }, tx), tx !== undefined, this.name);
     const doc = docs[0];
     if (!doc) return null;
-    return options?.readonly === true ? (this.shared([doc], options.projection, tx !== undefined)[0] as T) : this.out(doc, options?.projection);
+    return options?.readonly === true ? (this.shared([doc], options.projection, projection, tx !== undefined)[0] as T) : this.out(doc, projection);
   }
 
   async find(filter: Filter, options?: FindOptions): Promise<T[]> {
@@ -1703,9 +1703,8 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     const tx = store.txOf(options);
     const projection = compileProjection(options?.projection);
     const { docs } = await store.read(() => store.query(this.name, filter, pageOf(options), tx), tx !== undefined, this.name);
-    if (options?.readonly === true) return this.shared(docs, options.projection, tx !== undefined);
-    // Copies (see `out`).
-    return docs.map((d) => (projection ? projection.apply(d) : cloneValue(d)) as T);
+    if (options?.readonly === true) return this.shared(docs, options.projection, projection, tx !== undefined);
+    return docs.map((d) => this.out(d, projection));
   }
 
   async explain(filter: Filter, options?: FindOptions): Promise<QueryExplain> {
@@ -1750,21 +1749,21 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     assertOptions(options, ['session', 'sort', 'upsert', 'returnDocument', 'projection'], 'findOneAndUpdate');
     const returnDocument = options?.returnDocument ?? 'after';
     if (returnDocument !== 'after' && returnDocument !== 'before') throw new TypeError("returnDocument must be 'before' or 'after'");
-    compileProjection(options?.projection);
+    const projection = compileProjection(options?.projection);
     const store = this.store;
     const tx = store.txOf(options);
     const outcome = await this.run(tx, () => store.update(this.name, filter, update, { multi: false, upsert: options?.upsert === true, ...sortOf(options) }, tx));
     const doc = returnDocument === 'after' ? outcome.after : outcome.before;
-    return doc ? this.out(doc, options?.projection) : null;
+    return doc ? this.out(doc, projection) : null;
   }
 
   async findOneAndDelete(filter: Filter, options?: FindOneOptions): Promise<T | null> {
     assertOptions(options, ['session', 'sort', 'projection'], 'findOneAndDelete');
-    compileProjection(options?.projection);
+    const projection = compileProjection(options?.projection);
     const store = this.store;
     const tx = store.txOf(options);
     const [doc] = await this.run(tx, () => store.delete(this.name, filter, { multi: false, ...sortOf(options) }, tx));
-    return doc ? this.out(doc, options?.projection) : null;
+    return doc ? this.out(doc, projection) : null;
   }
 
   async deleteOne(filter: Filter, options?: SessionOption): Promise<DeleteResult> {
