@@ -29,6 +29,8 @@ export class ServiceProcess {
     readonly env: Record<string, string>,
     readonly httpPort: number,
     readonly args: string[] = [],
+    /** Options for `node` itself, before the entry (e.g. `--import` of a probe). */
+    readonly nodeArgs: string[] = [],
   ) {}
 
   get running(): boolean {
@@ -53,7 +55,7 @@ export class ServiceProcess {
     hookExit();
     // Every process serves /metrics on a port of its own; processes of concurrent suites must not collide.
     this.metricsPort ??= Number(this.env.METRICS_PORT ?? (await getFreePort()));
-    const child = spawn(process.execPath, ['--enable-source-maps', ENTRY, ...this.args], {
+    const child = spawn(process.execPath, ['--enable-source-maps', ...this.nodeArgs, ENTRY, ...this.args], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', METRICS_PORT: String(this.metricsPort), ...this.env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -66,6 +66,30 @@ export interface ModuleDefinition<TSettings = unknown, TExports = unknown> {
   init(ctx: ModuleContext<TSettings>): Promise<ModuleHandle<TExports>>;
 }
 
+/** What a module runs: the part of its definition a runtime loads only when it starts the module. */
+export interface ModuleImplementation<TSettings = unknown, TExports = unknown> {
+  init(ctx: ModuleContext<TSettings>): Promise<ModuleHandle<TExports>>;
+}
+
+/**
+ * A module definition whose implementation is loaded (by `load`, a dynamic `import()`) only when a
+ * runtime initialises the module, in the thread that runs it. Its name, dependencies and settings
+ * are all the entry point needs to resolve a target, check the configuration and print it, so a
+ * thread that runs no instance of the module (the gateway's thread beside the services' thread,
+ * `--print-config`, another target) never reads its code.
+ */
+export function lazyModule<TSettings = unknown, TExports = unknown>(
+  light: Omit<ModuleDefinition<TSettings, TExports>, 'init'>,
+  load: () => Promise<ModuleImplementation<TSettings, TExports>>,
+): ModuleDefinition<TSettings, TExports> {
+  return {
+    ...light,
+    async init(ctx) {
+      return (await load()).init(ctx);
+    },
+  };
+}
+
 /** Any module definition, whatever its settings and exports. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyModuleDefinition = ModuleDefinition<any, any>;

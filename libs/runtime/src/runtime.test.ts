@@ -2,7 +2,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createHttpApp } from './http.js';
 import { defaultDataDir, loadProcessConfig, type ProcessConfig } from './process-config.js';
-import { resolveModules, type ModuleDefinition, type RuntimeLogger } from './registry.js';
+import { lazyModule, resolveModules, type ModuleDefinition, type RuntimeLogger } from './registry.js';
 import { createRuntime, loadModuleSettings } from './runtime.js';
 import { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
 import { env } from '@planning/config';
@@ -81,6 +81,34 @@ describe('runtime: lifecycle', () => {
     ]);
     await runtime.shutdown();
     expect(calls).toEqual(['init a', 'init b', 'start a', 'start b', 'drain b', 'drain a', 'stop b', 'stop a']);
+  });
+
+  it('runtime: a lazy module loads its implementation when a runtime initialises it, not to resolve or read settings', async () => {
+    const { calls, mod } = recorder();
+    let loads = 0;
+    const lazy = lazyModule<{ LAZY_LIMIT: number }, { limit: number }>(
+      { name: 'lazy', deps: ['a'], settings: { LAZY_LIMIT: env.int(1, 10).default(3) } },
+      async () => {
+        loads += 1;
+        return {
+          async init(ctx) {
+            calls.push(`init lazy ${ctx.get<{ name: string }>('a').name} ${ctx.settings.LAZY_LIMIT}`);
+            return { exports: { limit: ctx.settings.LAZY_LIMIT } };
+          },
+        };
+      },
+    );
+    const definitions = [mod('a'), lazy];
+    expect(resolveModules(definitions, ['lazy'])).toEqual(['a', 'lazy']);
+    const settings = loadModuleSettings(definitions, ['a', 'lazy'], config(), { LAZY_LIMIT: '7' });
+    expect(settings.ok).toBe(true);
+    expect(loadModuleSettings(definitions, ['lazy'], config(), { LAZY_LIMIT: '70' }).ok).toBe(false);
+    expect(loads).toBe(0);
+    const runtime = createRuntime({ definitions, target: 'test', roots: ['lazy'], config: config(), settings: settings.ok ? settings.settings : new Map(), logger: quiet });
+    await runtime.start();
+    expect(loads).toBe(1);
+    expect(calls).toEqual(['init a', 'init lazy a 7', 'start a']);
+    await runtime.shutdown();
   });
 
   it('runtime: a module may only reach its declared dependencies', async () => {

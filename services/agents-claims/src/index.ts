@@ -1,1 +1,3 @@
-export { agentsClaimsModule } from './module.js';
+// Light on purpose: the module definition (name, dependencies, settings); the implementation is
+// loaded when a runtime starts the module (definition.ts).
+export { agentsClaimsModule } from './definition.js';

@@ -9,14 +9,14 @@ import {
   openServiceStore,
   storeReadiness,
   type BusExports,
-  type ModuleDefinition,
+  type ModuleImplementation,
   type RpcClientsExports,
   type RpcServerExports,
 } from '@planning/runtime';
 import { injectTraceHeaders, observeActiveClaims } from '@planning/telemetry';
 import { ClaimsCore } from './claims-core.js';
 import { IDEMPOTENCY_COLLECTION } from './core/context.js';
-import { agentsClaimsSettings, type AgentsClaimsSettings } from './config.js';
+import type { AgentsClaimsSettings } from './config.js';
 import { ClaimService, createClaimService } from './rpc/claim-service.js';
 import { ClaimRepository } from './store/claims.js';
 import { PolicyRepository } from './store/policies.js';
@@ -30,10 +30,7 @@ export const CLAIMS_CONSUMER = 'agents-claims';
  * records and agent-run metering, in its own store. It calls the issues service (tasks) over gRPC
  * and hears of status moves that end claims from the bus; issues never calls it.
  */
-export const agentsClaimsModule: ModuleDefinition<AgentsClaimsSettings> = {
-  name: 'agents-claims',
-  deps: ['bus', 'rpc-server', 'rpc-clients'],
-  settings: agentsClaimsSettings,
+export const agentsClaimsImplementation: ModuleImplementation<AgentsClaimsSettings> = {
   async init(ctx) {
     const { bus } = ctx.get<BusExports>('bus');
     const rpc = ctx.get<RpcServerExports>('rpc-server');

@@ -1,1 +1,3 @@
-export { auditModule, AUDIT_CONSUMER } from './module.js';
+// Light on purpose: the module definition; the implementation is loaded when a runtime starts the
+// module (definition.ts).
+export { auditModule } from './definition.js';

@@ -3,7 +3,7 @@ import {
   openServiceStore,
   storeReadiness,
   type BusExports,
-  type ModuleDefinition,
+  type ModuleImplementation,
   type RpcClientsExports,
   type RpcServerExports,
 } from '@planning/runtime';
@@ -25,9 +25,7 @@ export const AUDIT_CONSUMER = 'audit';
  */
 const AUDIT_CONCURRENCY = 64;
 
-export const auditModule: ModuleDefinition = {
-  name: 'audit',
-  deps: ['bus', 'rpc-server', 'rpc-clients'],
+export const auditImplementation: ModuleImplementation = {
   async init(ctx) {
     const { bus } = ctx.get<BusExports>('bus');
     const rpc = ctx.get<RpcServerExports>('rpc-server');

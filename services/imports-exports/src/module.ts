@@ -11,12 +11,12 @@ import {
   openServiceStore,
   storeReadiness,
   type BusExports,
-  type ModuleDefinition,
+  type ModuleImplementation,
   type RpcClientsExports,
   type RpcServerExports,
 } from '@planning/runtime';
 import { injectTraceHeaders } from '@planning/telemetry';
-import { importsExportsSettings, type ImportsExportsSettings } from './config.js';
+import type { ImportsExportsSettings } from './config.js';
 import { ExportsCore } from './exports/exports-core.js';
 import { createImportService, ImportService } from './imports/import-service.js';
 import { ImportsCore } from './imports/imports-core.js';
@@ -28,10 +28,7 @@ import { ExportHistoryRepository } from './store/export-history.js';
  * The imports-exports service: import previews and commits, exports and their history, in its
  * own store. It reads and writes tasks only through the issues service's gRPC API.
  */
-export const importsExportsModule: ModuleDefinition<ImportsExportsSettings> = {
-  name: 'imports-exports',
-  deps: ['bus', 'rpc-server', 'rpc-clients'],
-  settings: importsExportsSettings,
+export const importsExportsImplementation: ModuleImplementation<ImportsExportsSettings> = {
   async init(ctx) {
     const { bus } = ctx.get<BusExports>('bus');
     const rpc = ctx.get<RpcServerExports>('rpc-server');

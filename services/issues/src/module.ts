@@ -1,17 +1,16 @@
-import type { EnvValues } from '@planning/config';
 import { createOutbox } from '@planning/outbox';
 import {
   openServiceStore,
   storeReadiness,
   type BusExports,
-  type ModuleDefinition,
+  type ModuleImplementation,
   type RpcClientsExports,
   type RpcServerExports,
 } from '@planning/runtime';
 import { ClaimService } from '@planning/proto/planning/claims/v1/claims_pb';
 import { injectTraceHeaders } from '@planning/telemetry';
 import { createApprovalSweeper } from './approval-sweeper.js';
-import { issuesSettings } from './config.js';
+import type { IssuesSettings } from './config.js';
 import { openPlanning, ProgramService, ProjectService, TaskRecordService, TaskService } from './planning.js';
 import { registerUsageProvider } from '@planning/metering';
 import { AgentService, createAgentService } from './rpc/agent-service.js';
@@ -29,13 +28,8 @@ import { ImportSupportRepository } from './store/import-support.js';
 import { storedTaskCounter } from './store/usage.js';
 import { WorkspaceRepository } from './store/workspaces.js';
 
-export type IssuesSettings = EnvValues<typeof issuesSettings>;
-
 /** The issues service: workspaces and members, and (as it grows) everything planned in them. */
-export const issuesModule: ModuleDefinition<IssuesSettings> = {
-  name: 'issues',
-  deps: ['bus', 'rpc-server', 'rpc-clients'],
-  settings: issuesSettings,
+export const issuesImplementation: ModuleImplementation<IssuesSettings> = {
   async init(ctx) {
     const { bus } = ctx.get<BusExports>('bus');
     const rpc = ctx.get<RpcServerExports>('rpc-server');

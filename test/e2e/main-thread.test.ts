@@ -1,0 +1,107 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { getFreePort } from '@planning/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, ServiceProcess } from '../support/service-process.js';
+
+/**
+ * What each thread of the all-in-one bundle has compiled, read from V8 itself: the bundle starts
+ * with test/support/loaded-scripts.mjs (`--import`, which the services' worker inherits), and
+ * each thread lists the scripts its isolate has parsed. A chunk of the bundle stands for the
+ * source files its source map names. With the services' thread the gateway's (main) thread reads
+ * the services' module definitions (names, dependencies, settings) and never their
+ * implementation, which only the services' thread loads.
+ */
+
+const SERVICES = ['issues', 'agents-claims', 'imports-exports', 'audit'];
+/** The files of a service the gateway's thread may hold: its definition, settings and the demo seeding. */
+const LIGHT = new Set([
+  ...SERVICES.flatMap((s) => [`services/${s}/src/index.ts`, `services/${s}/src/definition.ts`, `services/${s}/src/config.ts`]),
+  'services/issues/src/demo/module.ts',
+  'services/issues/src/demo/seed.ts',
+]);
+
+/** The source files (relative to the checkout) behind the scripts a thread has parsed. */
+function sourcesOf(urls: string[]): Set<string> {
+  const dist = pathToFileURL(join(ROOT, 'dist')).href + '/';
+  const files = new Set<string>();
+  for (const url of urls) {
+    if (!url.startsWith('file:')) continue;
+    if (!url.startsWith(dist)) {
+      files.add(relative(ROOT, fileURLToPath(url)));
+      continue;
+    }
+    const map = JSON.parse(readFileSync(fileURLToPath(`${url}.map`), 'utf8')) as { sources: string[] };
+    for (const source of map.sources) files.add(relative(ROOT, fileURLToPath(new URL(source, url))));
+  }
+  return files;
+}
+
+const serviceFiles = (files: Set<string>) => [...files].filter((f) => SERVICES.some((s) => f.startsWith(`services/${s}/src/`))).sort();
+
+describe('the gateway’s thread beside the services’ thread', () => {
+  let dir: string;
+  let app: ServiceProcess;
+  const loaded: Record<'main' | 'worker', Set<string>> = { main: new Set(), worker: new Set() };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'planning-main-thread-'));
+    const port = await getFreePort();
+    app = new ServiceProcess(
+      'all-in-one',
+      {
+        PORT: String(port),
+        GRPC_PORT: String(await getFreePort()),
+        HOST: '127.0.0.1',
+        GRPC_HOST: '127.0.0.1',
+        DATA_DIR: ':memory:',
+        LOG_LEVEL: 'warn',
+        // The demo seeding runs in the gateway's thread and calls the issues service through the port.
+        SERVICE_DEMO: '1',
+        SERVICES_THREAD: 'on',
+        SERVICE_ADMIN_PASSWORD: 'main-thread-password-1',
+        LOADED_SCRIPTS_TRIGGER: join(dir, 'now'),
+        LOADED_SCRIPTS_OUT: join(dir, 'scripts'),
+      },
+      port,
+      [],
+      ['--import', join(ROOT, 'test/support/loaded-scripts.mjs')],
+    );
+    await app.start();
+    // A request through both threads first: the services answer from their thread.
+    expect((await fetch(`${app.baseUrl}/ready`)).status).toBe(200);
+    writeFileSync(join(dir, 'now'), 'now');
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const files = readdirSync(dir).filter((f) => f.startsWith('scripts.') && f.endsWith('.json'));
+      if (files.length >= 2) {
+        for (const file of files) {
+          const thread = file.split('.')[1] as 'main' | 'worker';
+          const report = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { urls?: string[]; error?: string };
+          if (!report.urls) throw new Error(`${thread} thread: ${report.error}`);
+          loaded[thread] = sourcesOf(report.urls);
+        }
+        break;
+      }
+      if (Date.now() > deadline) throw new Error(`no script lists from both threads: ${readdirSync(dir).join(', ')}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+
+  afterAll(async () => {
+    await app?.stop();
+    if (dir && existsSync(dir)) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('main thread: the services’ implementations load only in the services’ thread', () => {
+    // The probe sees each thread's own code: the gateway here, every service's implementation there.
+    expect(loaded.main.has('services/gateway/src/module.ts')).toBe(true);
+    expect(loaded.worker.has('services/gateway/src/module.ts')).toBe(false);
+    for (const service of SERVICES) expect(loaded.worker.has(`services/${service}/src/module.ts`), service).toBe(true);
+    // The gateway's thread holds each service's definition, and nothing else of the services.
+    for (const service of SERVICES) expect(loaded.main.has(`services/${service}/src/definition.ts`), service).toBe(true);
+    expect(serviceFiles(loaded.main).filter((f) => !LIGHT.has(f))).toEqual([]);
+  });
+});
