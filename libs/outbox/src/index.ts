@@ -7,7 +7,10 @@
  *
  * The relay is off the request path: a commit only wakes it, and it runs once the current turn
  * of the event loop is over, so commits made together are published together, in batches of up
- * to 100 events at three store operations per batch (find, lease, delete).
+ * to 100 events at three store operations per batch (find, lease, delete). On a store no other
+ * process writes (`DocumentStore.exclusive`: the embedded SQLite store) with one relay on the
+ * collection, the relay takes no lease: two operations per batch (find, delete), since the only
+ * other relay that could take the batch is this one's next pass, which runs after it.
  */
 import type { EventBus, EventEnvelope } from '@planning/bus';
 import { newId } from '@planning/ids';
@@ -102,18 +105,31 @@ export function subjectFor(source: string, type: string): string {
 /** Events one relay pass leases and publishes at once. */
 const BATCH = 100;
 
+/**
+ * The relays started on each exclusive store, by collection: with one, it needs no lease; a
+ * second on the same collection (tests start two, as two replicas would) turns leasing back on
+ * for both.
+ */
+const relaysOn = new WeakMap<DocumentStore, Map<string, number>>();
+
 export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
   const clock = options.clock ?? (() => new Date());
   const pollIntervalMs = options.pollIntervalMs ?? 1_000;
   const leaseMs = options.leaseMs ?? 3_000;
-  const collection: Collection<OutboxDocument> = options.store.collection<OutboxDocument>(
-    options.collection ?? 'outbox',
-  );
+  const collectionName = options.collection ?? 'outbox';
+  const collection: Collection<OutboxDocument> = options.store.collection<OutboxDocument>(collectionName);
+  const relays = options.store.exclusive === true ? (relaysOn.get(options.store) ?? new Map<string, number>()) : undefined;
+  if (relays !== undefined) relaysOn.set(options.store, relays);
+  /** Whether a pass must lease its batch: another process, or another relay here, may take it. */
+  const leasing = (): boolean => relays === undefined || (relays.get(collectionName) ?? 0) - (registered ? 1 : 0) > 0;
+  /** Counted among the store's relays (between start and stop). */
+  let registered = false;
   const retentionSeconds = options.retentionSeconds ?? 0;
-  const indexes: IndexSpec[] = [
-    { name: 'pending_order', keys: { pending: 1, _id: 1 } },
-    { name: 'lease_owner', keys: { leaseOwner: 1 }, partialFilterExpression: { pending: true } },
-  ];
+  const indexes: IndexSpec[] = [{ name: 'pending_order', keys: { pending: 1, _id: 1 } }];
+  // Leases are looked up by owner only where other processes may share the outbox; an exclusive
+  // store leases only while a second relay runs here, and then finds its few leased events
+  // among the pending ones without this index (one index entry less per event written).
+  if (options.store.exclusive !== true) indexes.push({ name: 'lease_owner', keys: { leaseOwner: 1 }, partialFilterExpression: { pending: true } });
   if (retentionSeconds > 0) indexes.push({ name: 'published_ttl', keys: { publishedAt: 1 }, expireAfterSeconds: retentionSeconds });
   await collection.createIndexes(indexes);
 
@@ -128,6 +144,19 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
   const publishBatch = async (): Promise<number> => {
     const now = clock();
     const free = { $or: [{ leaseUntil: { $exists: false } }, { leaseUntil: { $lte: now } }] };
+    if (!leasing()) {
+      // Nobody else publishes from this collection: publish the batch and delete it (or mark it
+      // published). A crash in between leaves it pending for the next start, as with a lease.
+      const batch = await collection.find({ pending: true }, { sort: { _id: 1 }, limit: BATCH });
+      if (batch.length === 0) return 0;
+      failpoint('outbox.before-publish');
+      for (const doc of batch) await options.bus.publish(doc.event, doc.headers);
+      failpoint('outbox.after-publish');
+      const done = { _id: { $in: batch.map((d) => d._id) } };
+      if (retentionSeconds > 0) await collection.updateMany(done, { $set: { publishedAt: clock() }, $unset: { pending: '', leaseUntil: '', leaseOwner: '' } });
+      else await collection.deleteMany(done);
+      return batch.length;
+    }
     const found = await collection.find({ pending: true, ...free }, { sort: { _id: 1 }, limit: BATCH });
     if (found.length === 0) return 0;
     // Lease the batch so a second relay (another replica, or this service restarted after a
@@ -235,6 +264,10 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
     flush: () => runPass(),
     async start() {
       running = true;
+      if (relays !== undefined && !registered) {
+        registered = true;
+        relays.set(collectionName, (relays.get(collectionName) ?? 0) + 1);
+      }
       // planning.outbox.pending and planning.outbox.lag, read from the store at each collection.
       unobserve = observeOutbox(options.source, async () => {
         const [pending, oldest] = await Promise.all([
@@ -250,6 +283,10 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
     },
     async stop() {
       running = false;
+      if (relays !== undefined && registered) {
+        registered = false;
+        relays.set(collectionName, (relays.get(collectionName) ?? 1) - 1);
+      }
       unobserve?.();
       if (timer) clearTimeout(timer);
       await pass?.catch(() => undefined);

@@ -16,7 +16,7 @@ interface Harness {
 const open: Harness[] = [];
 
 async function harness(
-  options: { start?: boolean; bus?: EventBus; store?: DocumentStore; leaseMs?: number } = {},
+  options: { start?: boolean; bus?: EventBus; store?: DocumentStore; leaseMs?: number; pollIntervalMs?: number } = {},
 ): Promise<Harness> {
   const store = options.store ?? createEmbeddedStore();
   const bus = options.bus ?? (await createInProcessBus());
@@ -29,7 +29,7 @@ async function harness(
     bus,
     source: 'issues',
     logger: quiet,
-    pollIntervalMs: 50,
+    pollIntervalMs: options.pollIntervalMs ?? 50,
     ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
   });
   if (options.start !== false) await outbox.start();
@@ -156,6 +156,57 @@ describe('outbox: crashes lose nothing and double nothing', () => {
     await b.stop();
     expect(new Set(a.received.map((e) => e.id)).size).toBe(100);
     expect(a.received).toHaveLength(100);
+  });
+});
+
+describe('outbox: leases only where another relay could take the batch', () => {
+  /** A store that another process shares (MongoDB's case): the same SQLite store, not exclusive. */
+  const shared = (store: DocumentStore): DocumentStore =>
+    new Proxy(store, { get: (target, key) => (key === 'exclusive' ? false : Reflect.get(target, key, target)) });
+  const leased = async (store: DocumentStore) =>
+    (await store.collection('outbox').find({})).map((d) => ({ owner: d.leaseOwner !== undefined, attempts: d.attempts }));
+
+  it('outbox: on an exclusive store with one relay, a pass takes no lease (no write before publishing)', async () => {
+    // No polling pass in between: each flush below is the pass that meets the failpoint.
+    const h = await harness({ pollIntervalMs: 60_000 });
+    expect(h.store.exclusive).toBe(true);
+    configureFailpoints('outbox.before-publish=throw');
+    await h.outbox.add({ type: 'thing.created', data: {} }, { session: undefined });
+    await expect(h.outbox.flush()).rejects.toThrow(/failpoint/);
+    expect(await leased(h.store)).toEqual([{ owner: false, attempts: 0 }]);
+    configureFailpoints(undefined);
+    await h.outbox.flush();
+    await until(() => h.received.length === 1);
+    expect(await h.outbox.pendingCount()).toBe(0);
+  });
+
+  it('outbox: a second relay on the same exclusive store turns leasing on for both, and off again when it stops', async () => {
+    const store = createEmbeddedStore();
+    const bus = await createInProcessBus();
+    const a = await harness({ store, bus, pollIntervalMs: 60_000 });
+    const b = await createOutbox({ store, bus, source: 'issues', logger: quiet, pollIntervalMs: 60_000 });
+    await b.start();
+    configureFailpoints('outbox.before-publish=throw');
+    await a.outbox.add({ type: 'thing.created', data: {} }, { session: undefined });
+    await expect(a.outbox.flush()).rejects.toThrow(/failpoint/);
+    expect(await leased(store)).toEqual([{ owner: true, attempts: 1 }]);
+    await b.stop();
+    await store.collection('outbox').updateMany({}, { $unset: { leaseUntil: '', leaseOwner: '' } });
+    configureFailpoints('outbox.before-publish=throw');
+    await expect(a.outbox.flush()).rejects.toThrow(/failpoint/);
+    expect(await leased(store)).toEqual([{ owner: false, attempts: 1 }]);
+    configureFailpoints(undefined);
+    await a.outbox.flush();
+    await until(() => a.received.length === 1);
+  });
+
+  it('outbox: on a store other processes may share, every pass leases its batch', async () => {
+    const h = await harness({ store: shared(createEmbeddedStore()), pollIntervalMs: 60_000 });
+    configureFailpoints('outbox.before-publish=throw');
+    await h.outbox.add({ type: 'thing.created', data: {} }, { session: undefined });
+    await expect(h.outbox.flush()).rejects.toThrow(/failpoint/);
+    expect(await leased(h.store)).toEqual([{ owner: true, attempts: 1 }]);
+    configureFailpoints(undefined);
   });
 });
 

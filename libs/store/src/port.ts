@@ -128,6 +128,13 @@ export interface Collection<T extends StoredDocument = StoredDocument> {
 export interface DocumentStore {
   /** The adapter's technology, for diagnostics and readiness (`embedded`, `mongodb`). */
   readonly kind: string;
+  /**
+   * True when every writer of this store is in this process: the embedded SQLite store holds its
+   * file with an exclusive lock (a second process is refused) or lives in memory. Coordination
+   * meant for other processes (the outbox relay's leases) can then be left out. Absent or false:
+   * other processes may share the data (MongoDB).
+   */
+  readonly exclusive?: boolean;
   collection<T extends StoredDocument = StoredDocument>(name: string): Collection<T>;
   /**
    * Runs `fn` in a transaction and commits it; retries `fn` when the transaction hits a write

@@ -435,6 +435,8 @@ function textOf(t: TextState, doc: Doc | null): string | undefined {
 
 class SqliteStore implements SqliteDocumentStore {
   readonly kind = 'sqlite' as const;
+  /** The file is opened with `locking_mode = EXCLUSIVE` (or is `:memory:`): no other process writes it. */
+  readonly exclusive = true;
   readonly db: BetterSqlite3.Database;
   private readonly statements = new Map<string, Statement>();
   private readonly collections = new Map<string, CollState>();
