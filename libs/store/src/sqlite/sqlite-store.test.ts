@@ -227,6 +227,70 @@ setInterval(() => {}, 1000);
   }, 120_000);
 });
 
+describe('sqlite store: writes made together commit together', () => {
+  const walFrames = (file: string): number => Math.max(0, (fs.statSync(`${file}-wal`).size - 32) / (4096 + 24));
+
+  it('batched writes: writes made in one turn share one transaction: a fraction of the log pages of the same writes made one at a time', async () => {
+    const file = path.join(tempDir(), 'batch.sqlite');
+    await withStore(createSqliteStore({ path: file }), async (store) => {
+      const c = store.collection<{ _id: string; n: number; group: string }>('things');
+      await c.createIndexes([{ name: 'group_n', keys: { group: 1, n: 1 } }]);
+      const one = (g: string, i: number) => ({ _id: `${g}-${i}`, n: i, group: g });
+      const before = walFrames(file);
+      for (let i = 0; i < 100; i++) await c.insertOne(one('a', i));
+      const alone = walFrames(file) - before;
+      await Promise.all(Array.from({ length: 100 }, (_, i) => c.insertOne(one('b', i))));
+      const together = walFrames(file) - before - alone;
+      // One at a time: each commit writes the table's and the index's pages again.
+      expect(alone).toBeGreaterThanOrEqual(200);
+      expect(together).toBeLessThan(alone / 10);
+      expect(await c.countDocuments({ group: 'b' })).toBe(100);
+    });
+  });
+
+  it('batched writes: one write that fails in a batch is undone alone; the writes around it commit', async () => {
+    await withStore(createSqliteStore({ path: path.join(tempDir(), 'fail.sqlite') }), async (store) => {
+      const c = store.collection<{ _id: string; email: string }>('users');
+      await c.createIndexes([{ name: 'email_unique', keys: { email: 1 }, unique: true }]);
+      await c.insertOne({ _id: 'u0', email: 'taken@example.com' });
+      const outcomes = await Promise.allSettled([
+        c.insertOne({ _id: 'u1', email: 'one@example.com' }),
+        c.insertMany([{ _id: 'u2', email: 'two@example.com' }, { _id: 'u3', email: 'taken@example.com' }]),
+        c.updateOne({ _id: 'u0' }, { $set: { email: 'renamed@example.com' } }),
+        c.insertOne({ _id: 'u4', email: 'taken@example.com' }),
+      ]);
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+      // The ordered insertMany keeps what it inserted before its duplicate, as alone.
+      expect((await c.find({}, { sort: { _id: 1 } })).map((d) => `${d._id}:${d.email}`)).toEqual([
+        'u0:renamed@example.com',
+        'u1:one@example.com',
+        'u2:two@example.com',
+        'u4:taken@example.com',
+      ]);
+    });
+  });
+
+  it('batched writes: a read made after a write sees it, though the write was not awaited; a transaction conflicts with a batched write it read before', async () => {
+    await withStore(createSqliteStore({ path: ':memory:' }), async (store) => {
+      const c = store.collection<{ _id: string; v: number }>('counters');
+      const written = c.insertOne({ _id: 'x', v: 1 });
+      expect(await c.findOne({ _id: 'x' })).toEqual({ _id: 'x', v: 1 });
+      await written;
+      const tx = store.beginTransaction();
+      expect(await c.findOne({ _id: 'x' }, { session: tx.session })).toEqual({ _id: 'x', v: 1 });
+      // Not awaited: the transaction's next step comes after it all the same.
+      const outside = c.updateOne({ _id: 'x' }, { $set: { v: 2 } });
+      const late = (async () => {
+        await c.updateOne({ _id: 'x' }, { $set: { v: 3 } }, { session: tx.session });
+        await tx.commit();
+      })();
+      await expect(late).rejects.toThrow(/conflict/);
+      await outside;
+      expect(await c.findOne({ _id: 'x' })).toEqual({ _id: 'x', v: 2 });
+    });
+  });
+});
+
 describe('sqlite store: readonly reads', () => {
   it('readonly: every readonly read of a row version gets the same frozen objects (per projection); a new version, new ones', async () => {
     await withStore(await createSqliteStore({ path: ':memory:' }), async (store) => {
