@@ -159,6 +159,34 @@ describe('startTelemetry', () => {
     expect(body).toContain('1.2.3');
   });
 
+  it('telemetry: OTEL_TRACES_SAMPLER picks the sampler (always_off records nothing; a ratio of 1 everything)', async () => {
+    collector = await startCollector();
+    telemetry = startTelemetry({
+      serviceName: 'sampled',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_TRACES_SAMPLER: 'always_off' },
+    });
+    expect(telemetry.enabled).toBe(true);
+    const dropped = trace.getTracer('test').startSpan('not-sampled');
+    expect(dropped.isRecording()).toBe(false);
+    dropped.end();
+    await telemetry.shutdown();
+    expect(collector.received).toEqual([]);
+
+    telemetry = startTelemetry({
+      serviceName: 'sampled',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '1', OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT: '4' },
+    });
+    const kept = trace.getTracer('test').startSpan('sampled-span', { attributes: { long: 'abcdefgh' } });
+    expect(kept.isRecording()).toBe(true);
+    kept.end();
+    await telemetry.shutdown();
+    const body = collector.received.map((r) => r.body.toString('utf8')).join('');
+    expect(body).toContain('sampled-span');
+    // The span limit of the environment applies: the attribute value is cut to 4 characters.
+    expect(body).toContain('abcd');
+    expect(body).not.toContain('abcdefgh');
+  });
+
   it('telemetry: OTEL_SDK_DISABLED=true exports nothing even with an endpoint', async () => {
     collector = await startCollector();
     telemetry = startTelemetry({

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
-import { context, diag, metrics, propagation, trace } from '@opentelemetry/api';
+import { context, diag, DiagConsoleLogger, metrics, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { CompositePropagator, diagLogLevelFromString, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPMetricExporter as OTLPMetricExporterGrpc } from '@opentelemetry/exporter-metrics-otlp-grpc';
 import { OTLPMetricExporter as OTLPMetricExporterJson } from '@opentelemetry/exporter-metrics-otlp-http';
 import { OTLPMetricExporter as OTLPMetricExporterProto } from '@opentelemetry/exporter-metrics-otlp-proto';
@@ -20,12 +20,18 @@ import {
   type MetricReader,
   type PushMetricExporter,
 } from '@opentelemetry/sdk-metrics';
-import { NodeSDK } from '@opentelemetry/sdk-node';
 import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
   BatchSpanProcessor,
   ConsoleSpanExporter,
+  ParentBasedSampler,
   SimpleSpanProcessor,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type Sampler,
   type SpanExporter,
+  type SpanLimits,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import {
@@ -120,6 +126,60 @@ function buildResource(serviceName: string, serviceVersion: string, env: NodeJS.
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: serviceName }));
 }
 
+/**
+ * `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`, as the SDK reads them (unset or unknown:
+ * the default, parent-based always-on).
+ */
+function samplerFromEnv(env: NodeJS.ProcessEnv): Sampler | undefined {
+  const name = env.OTEL_TRACES_SAMPLER?.trim();
+  if (!name) return undefined;
+  const ratio = (): number => {
+    const value = numberFromEnv(env, 'OTEL_TRACES_SAMPLER_ARG');
+    if (value === undefined || value < 0 || value > 1) {
+      diag.error(`OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1; using 1`);
+      return 1;
+    }
+    return value;
+  };
+  switch (name) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'parentbased_always_on':
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(ratio());
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio()) });
+    default:
+      diag.error(`unknown OTEL_TRACES_SAMPLER value "${name}", using the default`);
+      return undefined;
+  }
+}
+
+/** The span limits of the `OTEL_SPAN_*` and `OTEL_ATTRIBUTE_*` variables, as the SDK reads them. */
+function spanLimitsFromEnv(env: NodeJS.ProcessEnv): SpanLimits {
+  const n = (name: string) => numberFromEnv(env, name);
+  return {
+    attributeCountLimit: n('OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT') ?? n('OTEL_ATTRIBUTE_COUNT_LIMIT'),
+    attributeValueLengthLimit: n('OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT') ?? n('OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT'),
+    eventCountLimit: n('OTEL_SPAN_EVENT_COUNT_LIMIT'),
+    linkCountLimit: n('OTEL_SPAN_LINK_COUNT_LIMIT'),
+    attributePerEventCountLimit: n('OTEL_SPAN_ATTRIBUTE_PER_EVENT_COUNT_LIMIT'),
+    attributePerLinkCountLimit: n('OTEL_SPAN_ATTRIBUTE_PER_LINK_COUNT_LIMIT'),
+  };
+}
+
+function numberFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name]?.trim();
+  if (!raw) return undefined;
+  const value = Number(raw);
+  return Number.isFinite(value) ? value : undefined;
+}
+
 let active: Telemetry | undefined;
 
 /**
@@ -208,25 +268,28 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
     }
   }
 
-  let sdk: NodeSDK | undefined;
+  // The tracer provider, context manager and propagator registered directly (what the SDK's
+  // NodeSDK did with these options), without @opentelemetry/sdk-node: it imports declarative
+  // configuration (with a YAML parser), logs, auto-instrumentation and every exporter it could
+  // configure from the environment, about 0.8 MB of code each thread held and never ran.
+  contextManager.enable();
+  context.setGlobalContextManager(contextManager);
+  propagation.setGlobalPropagator(propagator);
+  let tracerProvider: TracerProvider | undefined;
   if (!traceSettings.disabled) {
-    sdk = new NodeSDK({
-      resource,
-      autoDetectResources: false,
-      contextManager,
-      textMapPropagator: propagator,
-      spanProcessors: processors,
-      // Explicit empty lists: left out, the SDK would export metrics and logs over OTLP to
-      // localhost. Metrics are set up above.
-      metricReaders: [],
-      logRecordProcessors: [],
-      instrumentations: [],
-    });
-    sdk.start();
-  } else {
-    contextManager.enable();
-    context.setGlobalContextManager(contextManager);
-    propagation.setGlobalPropagator(propagator);
+    const level = env.OTEL_LOG_LEVEL?.trim();
+    if (level) diag.setLogger(new DiagConsoleLogger(), { logLevel: diagLogLevelFromString(level) });
+    // Spans are recorded only when something takes them (an exporter or a test's processor).
+    if (processors.length > 0) {
+      const sampler = samplerFromEnv(env);
+      tracerProvider = new TracerProvider({
+        resource,
+        ...(sampler ? { sampler } : {}),
+        spanLimits: spanLimitsFromEnv(env),
+        spanProcessors: processors,
+      });
+      trace.setGlobalTracerProvider(tracerProvider);
+    }
   }
 
   let stopped: Promise<void> | undefined;
@@ -239,7 +302,7 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
     shutdown() {
       stopped ??= (async () => {
         try {
-          const traces = sdk?.shutdown() ?? Promise.resolve();
+          const traces = tracerProvider?.shutdown() ?? Promise.resolve();
           // In order: the exporting readers' last collection still reads this thread's instruments.
           const metricsDone = (async () => {
             for (const close of closers) await close();
