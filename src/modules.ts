@@ -10,7 +10,6 @@ import { demoModule, issuesModule } from '@planning/issues';
 import {
   busModule,
   createServicesThreadModule,
-  httpModule,
   metricsModule,
   resolveModules,
   rpcClientsModule,
@@ -23,6 +22,7 @@ import {
   type ProcessConfig,
   type Target,
 } from '@planning/runtime';
+import { httpModule } from '@planning/runtime/http';
 
 /** In definition order: infrastructure first, then the services, the gateway, then the demo data. */
 export const MODULES: readonly AnyModuleDefinition[] = [

@@ -104,4 +104,10 @@ describe('the gateway’s thread beside the services’ thread', () => {
     for (const service of SERVICES) expect(loaded.main.has(`services/${service}/src/definition.ts`), service).toBe(true);
     expect(serviceFiles(loaded.main).filter((f) => !LIGHT.has(f))).toEqual([]);
   });
+
+  it('services’ thread: no HTTP server code (fastify is evaluated only where the HTTP server runs)', () => {
+    expect(loaded.main.has('libs/runtime/src/http.ts')).toBe(true);
+    expect(loaded.worker.has('libs/runtime/src/http.ts')).toBe(false);
+    expect([...loaded.worker].filter((f) => /\/fastify\/|\/@fastify\//.test(f))).toEqual([]);
+  });
 });

@@ -1,5 +1,6 @@
 import cookie from '@fastify/cookie';
-import { createHttpApp, type HttpAppOptions } from '@planning/runtime';
+import type { HttpAppOptions } from '@planning/runtime';
+import { createHttpApp } from '@planning/runtime/http';
 import type { FastifyInstance } from 'fastify';
 import { registerAuthentication } from './auth.js';
 import type { GatewayDeps } from './deps.js';

@@ -1,4 +1,4 @@
-import { createHttpApp } from '@planning/runtime';
+import { createHttpApp } from '@planning/runtime/http';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';

@@ -1,6 +1,6 @@
 import { conflict, ServiceError } from '@planning/errors';
 import type { Principal } from '@planning/rpc';
-import { createHttpApp } from '@planning/runtime';
+import { createHttpApp } from '@planning/runtime/http';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { GatewayDeps } from '../deps.js';

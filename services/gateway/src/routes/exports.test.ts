@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { ServiceError } from '@planning/errors';
 import type { Principal, RpcCallOptions } from '@planning/rpc';
-import { createHttpApp } from '@planning/runtime';
+import { createHttpApp } from '@planning/runtime/http';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { GatewayDeps } from '../deps.js';
