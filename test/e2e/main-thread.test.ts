@@ -110,4 +110,10 @@ describe('the gateway’s thread beside the services’ thread', () => {
     expect(loaded.worker.has('libs/runtime/src/http.ts')).toBe(false);
     expect([...loaded.worker].filter((f) => /\/fastify\/|\/@fastify\//.test(f))).toEqual([]);
   });
+
+  it('main thread: no grpc-js (its calls cross the MessagePort; the gRPC server runs in the services’ thread)', () => {
+    const grpc = (files: Set<string>) => [...files].filter((f) => f.includes('/@grpc/grpc-js/'));
+    expect(grpc(loaded.worker).length).toBeGreaterThan(0);
+    expect(grpc(loaded.main)).toEqual([]);
+  });
 });

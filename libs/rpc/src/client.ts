@@ -1,5 +1,6 @@
 import { create, fromBinary, toBinary, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
+import { grpcJs, GrpcStatus } from './grpc.js';
 import { SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
 import { ServiceError } from '@planning/errors';
 import { recordRpcCall } from '@planning/telemetry';
@@ -43,7 +44,7 @@ function acquireChannel(address: string): PooledChannel {
     // and servers close connections after a while (max_connection_age) so clients re-resolve
     // and find new pods.
     const target = /^[a-z][a-z0-9+.-]*:\/\//i.test(address) || address.startsWith('dns:') ? address : `dns:///${address}`;
-    const channel = new grpc.Channel(target, grpc.credentials.createInsecure(), {
+    const channel = new (grpcJs().Channel)(target, grpcJs().credentials.createInsecure(), {
       'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
       'grpc.initial_reconnect_backoff_ms': 100,
       'grpc.min_reconnect_backoff_ms': 100,
@@ -55,7 +56,7 @@ function acquireChannel(address: string): PooledChannel {
       'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     });
     // Never close this Client: with channelOverride its close() would close the shared channel.
-    const client = new grpc.Client(target, grpc.credentials.createInsecure(), { channelOverride: channel });
+    const client = new (grpcJs().Client)(target, grpcJs().credentials.createInsecure(), { channelOverride: channel });
     pooled = { channel, client, refs: 0 };
     channels.set(address, pooled);
   }
@@ -120,7 +121,7 @@ export function createRpcClient<S extends DescService>(service: S, options: RpcC
         new ServiceError('invalid-input', 'A value in the request is out of range for its field', {}, { cause: err }),
       );
     }
-    const metadata = new grpc.Metadata();
+    const metadata = new (grpcJs().Metadata)();
     const signed = principalSigner.sign(callOptions.principal ?? defaultPrincipal);
     metadata.set(PRINCIPAL_HEADER, signed.principal);
     metadata.set(PRINCIPAL_SIGNATURE_HEADER, signed.signature);
@@ -151,8 +152,8 @@ export function createRpcClient<S extends DescService>(service: S, options: RpcC
         (err, response) => {
           signal?.removeEventListener('abort', onAbort);
           if (err || !response) {
-            const error = statusToServiceError(err ?? { code: grpc.status.INTERNAL }, what);
-            const code = err?.code ?? grpc.status.INTERNAL;
+            const error = statusToServiceError(err ?? { code: GrpcStatus.INTERNAL }, what);
+            const code = err?.code ?? GrpcStatus.INTERNAL;
             span.setAttribute('rpc.grpc.status_code', code);
             span.setAttribute('error.type', error.code);
             span.setStatus({ code: SpanStatusCode.ERROR, message: grpcCodeName(code) });
@@ -161,9 +162,9 @@ export function createRpcClient<S extends DescService>(service: S, options: RpcC
             reject(error);
             return;
           }
-          span.setAttribute('rpc.grpc.status_code', grpc.status.OK);
+          span.setAttribute('rpc.grpc.status_code', GrpcStatus.OK);
           span.end();
-          record(grpc.status.OK);
+          record(GrpcStatus.OK);
           resolve(response);
         },
       );

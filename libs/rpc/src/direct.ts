@@ -8,7 +8,7 @@
  * copy of the response (see views.ts): a string rendered from it shares nothing with it.
  */
 import { create, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
-import { Metadata } from '@grpc/grpc-js';
+import { grpcJs } from './grpc.js';
 import { SpanKind, SpanStatusCode, context, trace, type Context, type Span } from '@opentelemetry/api';
 import { ERROR_TABLE, ServiceError } from '@planning/errors';
 import { recordRpcCall, type Logger } from '@planning/telemetry';
@@ -95,7 +95,7 @@ export function createLocalServices(options: { logger: Logger; shutdownTimeoutMs
         principal: () => copyPrincipal(call.principal),
         deadline: call.deadline,
         signal: call.controller.signal,
-        metadata: new Metadata(),
+        metadata: new (grpcJs().Metadata)(),
         parent: call.parent,
         finish: call.finish,
       });

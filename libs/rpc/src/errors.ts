@@ -1,5 +1,6 @@
-import { Metadata, status as GrpcCode, type StatusObject } from '@grpc/grpc-js';
+import type { Metadata, StatusObject } from '@grpc/grpc-js';
 import { ERROR_TABLE, ServiceError, isErrorCode, type ErrorDetails } from '@planning/errors';
+import { grpcJs, grpcStatusName, GrpcStatus as GrpcCode } from './grpc.js';
 
 /** Trailing metadata that carries a ServiceError across gRPC exactly. */
 export const ERROR_CODE_HEADER = 'x-error-code';
@@ -7,7 +8,7 @@ export const ERROR_DETAILS_HEADER = 'x-error-details';
 
 /** The status a handler's failure ends the call with. Only ServiceError messages reach the caller. */
 export function serviceErrorToStatus(error: ServiceError): StatusObject {
-  const metadata = new Metadata();
+  const metadata = new (grpcJs().Metadata)();
   metadata.set(ERROR_CODE_HEADER, error.code);
   metadata.set(ERROR_DETAILS_HEADER, asciiJson(error.details));
   return { code: ERROR_TABLE[error.code].grpc, details: error.message, metadata };
@@ -15,7 +16,7 @@ export function serviceErrorToStatus(error: ServiceError): StatusObject {
 
 /** gRPC status names, for span attributes and logs. */
 export function grpcCodeName(code: number): string {
-  return (GrpcCode as unknown as Record<number, string>)[code] ?? String(code);
+  return grpcStatusName(code);
 }
 
 interface GrpcCallError {

@@ -5,7 +5,8 @@
  * `internal`). The gRPC server and the direct (in-process) transport both call this.
  */
 import { create, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
-import { status as GrpcStatus, type Metadata } from '@grpc/grpc-js';
+import type { Metadata } from '@grpc/grpc-js';
+import { GrpcStatus } from './grpc.js';
 import { SpanKind, SpanStatusCode, context, trace, type Context, type Span } from '@opentelemetry/api';
 import { ERROR_TABLE, ServiceError } from '@planning/errors';
 import { recordRpcCall, type Logger } from '@planning/telemetry';

@@ -1,5 +1,6 @@
 import { fromBinary, toBinary, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
+import { grpcJs } from './grpc.js';
 import { ROOT_CONTEXT, propagation } from '@opentelemetry/api';
 import { ServiceError } from '@planning/errors';
 import type { Logger } from '@planning/telemetry';
@@ -42,7 +43,7 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
   // Connections are closed after a few minutes (gracefully) so round_robin clients re-resolve
   // DNS and spread over pods that were added since they connected.
-  const server = new grpc.Server({
+  const server = new (grpcJs().Server)({
     'grpc.max_connection_age_ms': 5 * 60_000,
     'grpc.max_connection_age_grace_ms': 30_000,
     // Import previews carry payloads up to 10 MB (DECISIONS §8).
@@ -169,7 +170,7 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
         addHealth(health);
         reflection?.addReflection(server, services);
         boundPort = await new Promise<number>((resolve, reject) => {
-          server.bindAsync(hostPort(options.host, options.port), grpc.ServerCredentials.createInsecure(), (err, port) =>
+          server.bindAsync(hostPort(options.host, options.port), grpcJs().ServerCredentials.createInsecure(), (err, port) =>
             err ? reject(err) : resolve(port),
           );
         });
