@@ -291,6 +291,119 @@ describe('sqlite store: writes made together commit together', () => {
   });
 });
 
+describe('sqlite store: kept query results', () => {
+  it('kept results: the same query again, with no write to its collection in between, answers from the rows it found; a write makes it run again', async () => {
+    await withStore(createSqliteStore({ path: ':memory:' }), async (store) => {
+      const c = store.collection<{ _id: string; status: string; n: number }>('tasks');
+      const other = store.collection('other');
+      await c.createIndexes([{ name: 'status_n', keys: { status: 1, n: -1 } }]);
+      await c.insertMany(Array.from({ length: 50 }, (_, i) => ({ _id: `t${i}`, status: i % 2 ? 'ready' : 'done', n: i })));
+      const query = { status: 'ready' };
+      const page = { sort: { n: -1 as const }, limit: 5 };
+      expect((await c.explain(query, page)).kept).toBeUndefined();
+      expect(await c.explain(query, page)).toMatchObject({ kept: true, plan: 'IXSCAN', index: 'status_n' });
+      expect((await c.find(query, page)).map((d) => d._id)).toEqual(['t49', 't47', 't45', 't43', 't41']);
+      // Another value is another query; another collection's write changes nothing here.
+      expect((await c.explain({ status: 'done' }, page)).kept).toBeUndefined();
+      await other.insertOne({ _id: 'x' });
+      expect((await c.explain(query, page)).kept).toBe(true);
+      // Any write to the collection (even to a document the query does not match) runs it again.
+      await c.updateOne({ _id: 't0' }, { $set: { n: 100 } });
+      expect((await c.explain(query, page)).kept).toBeUndefined();
+      await c.updateOne({ _id: 't1' }, { $set: { n: 200 } });
+      expect((await c.find(query, page)).map((d) => d._id)).toEqual(['t1', 't49', 't47', 't45', 't43']);
+      expect((await c.find(query, page)).map((d) => d.n)).toEqual([200, 49, 47, 45, 43]);
+      expect(store.memoryUse()).toMatchObject({ keptResults: expect.any(Number), keptRows: expect.any(Number) });
+      expect(store.memoryUse().keptResults).toBeGreaterThan(0);
+    });
+    await withStore(createSqliteStore({ path: ':memory:', keptResults: 0 }), async (store) => {
+      const c = store.collection('tasks');
+      await c.insertOne({ _id: 'a', status: 'ready' });
+      await c.find({ status: 'ready' });
+      expect((await c.explain({ status: 'ready' })).kept).toBeUndefined();
+      expect(store.memoryUse().keptResults).toBe(0);
+    });
+    expect(() => createSqliteStore({ path: ':memory:', keptResults: -1 })).toThrow(/keptResults/);
+    expect(() => createSqliteStore({ path: ':memory:', keptResults: 1.5 })).toThrow(/keptResults/);
+  });
+
+  it('kept results: 3,000 random writes (plain, in transactions, failing) between repeated queries: every answer equals the same store without kept results', async () => {
+    const rnd = random(11);
+    const pick = <T>(list: readonly T[]): T => list[Math.floor(rnd() * list.length)] as T;
+    const kept = createSqliteStore({ path: ':memory:' });
+    const fresh = createSqliteStore({ path: ':memory:', keptResults: 0 });
+    try {
+      const both = [kept, fresh].map((store) => store.collection<{ _id: string; s: string; n: number; tags?: string[] }>('docs'));
+      for (const c of both) {
+        await c.createIndexes([
+          { name: 's_n', keys: { s: 1, n: 1 } },
+          { name: 'tags', keys: { tags: 1 } },
+          { name: 'n_unique', keys: { n: 1 }, unique: true, partialFilterExpression: { s: 'u' } },
+        ]);
+      }
+      const states = ['a', 'b', 'c', 'u'];
+      const queries: [Filter, { sort?: Record<string, 1 | -1>; limit?: number }][] = [
+        [{ s: 'a' }, { sort: { n: 1 }, limit: 5 }],
+        [{ s: { $in: ['b', 'c'] } }, { sort: { n: -1 }, limit: 10 }],
+        [{ tags: 'x' }, {}],
+        [{ n: { $gte: 10, $lt: 30 } }, { sort: { _id: 1 } }],
+        [{}, { sort: { n: -1 }, limit: 3 }],
+        [{ s: 'u', n: { $gt: 5 } }, { limit: 4 }],
+      ];
+      const apply = async (op: number, arg: { id: string; s: string; n: number; tag: string; fail: boolean }) => {
+        return Promise.all(
+          [kept, fresh].map(async (store, k) => {
+            const c = both[k] as (typeof both)[number];
+            try {
+              switch (op) {
+                case 0:
+                  await c.insertOne({ _id: arg.id, s: arg.s, n: arg.n, tags: [arg.tag] });
+                  break;
+                case 1:
+                  await c.updateOne({ _id: arg.id }, { $set: { s: arg.s, n: arg.n } });
+                  break;
+                case 2:
+                  await c.deleteOne({ _id: arg.id });
+                  break;
+                case 3:
+                  await c.updateMany({ s: arg.s }, { $inc: { n: 1 } });
+                  break;
+                case 4:
+                  await c.updateOne({ _id: arg.id }, { $set: { n: arg.n }, $addToSet: { tags: arg.tag } }, { upsert: true });
+                  break;
+                default:
+                  await store.withTransaction(async (session) => {
+                    await c.updateOne({ _id: arg.id }, { $set: { s: arg.s } }, { session });
+                    await c.insertOne({ _id: `${arg.id}-t`, s: arg.s, n: arg.n + 1000 }, { session });
+                    if (arg.fail) throw new Error('rolled back');
+                  });
+              }
+              return 'ok';
+            } catch (err) {
+              return (err as Error).name;
+            }
+          }),
+        );
+      };
+      for (let step = 0; step < 3_000; step++) {
+        const arg = { id: `d${Math.floor(rnd() * 60)}`, s: pick(states), n: Math.floor(rnd() * 60), tag: pick(['x', 'y', 'z']), fail: rnd() < 0.3 };
+        const [a, b] = await apply(Math.floor(rnd() * 6), arg);
+        expect(a, `step ${step}`).toBe(b);
+        // Queries between writes, some twice in a row (answered from kept rows the second time).
+        for (let q = 0; q < 2; q++) {
+          const [filter, opts] = pick(queries);
+          const [x, y] = await Promise.all(both.map((c) => c.find(filter, opts)));
+          expect(x, `step ${step}: ${JSON.stringify([filter, opts])}`).toEqual(y);
+        }
+      }
+      expect(kept.memoryUse().keptResults).toBeGreaterThan(0);
+    } finally {
+      await kept.close();
+      await fresh.close();
+    }
+  }, 120_000);
+});
+
 describe('sqlite store: readonly reads', () => {
   it('readonly: every readonly read of a row version gets the same frozen objects (per projection); a new version, new ones', async () => {
     await withStore(await createSqliteStore({ path: ':memory:' }), async (store) => {

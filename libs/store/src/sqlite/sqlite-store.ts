@@ -81,6 +81,11 @@ export interface SqliteStoreOptions {
    * the rows still pending (default 20 ms; they also catch up every 128 rows, and at close).
    */
   textIndexDelayMs?: number;
+  /**
+   * Query results kept per collection (default 64; 0: none): a query run again while its
+   * collection has had no write since answers from the rows it found, without running again.
+   */
+  keptResults?: number;
 }
 
 export interface QueryExplain {
@@ -98,6 +103,8 @@ export interface QueryExplain {
   nReturned: number;
   /** Sorted after reading the matches rather than read in order. */
   inMemorySort: boolean;
+  /** Answered from the rows the same query found before (no write to the collection since); the rest describes that run. */
+  kept?: boolean;
 }
 
 export interface SqliteCollection<T extends StoredDocument = StoredDocument> extends Collection<T> {
@@ -139,6 +146,9 @@ export interface StoreMemoryUse {
   /** Plans of queries kept to run again (at most 256 per collection), and access paths kept by shape of query (at most 512 per collection). */
   plans: number;
   shapes: number;
+  /** Query results kept (at most `keptResults` per collection), and the row ids they hold (at most 1,000 each). */
+  keptResults: number;
+  keptRows: number;
   /** The document cache: JSON length of the documents it holds, and its budget (`documentCacheKiB`). */
   documentCacheBytes: number;
   documentCacheLimitBytes: number;
@@ -223,6 +233,9 @@ interface PlanMemo {
 
 /** Plans kept per collection (the least recently used go first). */
 const PLAN_MEMOS = 256;
+/** Query results kept per collection, and the most rows one may hold (`CollState.results`). */
+const RESULT_MEMOS = 64;
+const RESULT_ROWS = 1_000;
 /** Access paths kept per collection, by the shape of their query (the oldest go first). */
 const PLAN_SHAPES = 512;
 /** A collection's writes after which its plans are made again (they chose by counts then). */
@@ -233,6 +246,12 @@ class CollState implements PlannerCollection {
   readonly texts: TextState[] = [];
   /** Plans of recent queries, by the query's exact text (filter values included). */
   readonly plans = new Map<string, PlanMemo>();
+  /**
+   * The rows recent queries found (by the query's exact text), each with the collection's write
+   * count then (`writes`): while it is unchanged, the same query finds the same rows. Kept with
+   * the plans' epoch too, so a new index (or one turned multikey) shows in `explain` at once.
+   */
+  readonly results = new Map<string, { writes: number; epoch: number; rids: number[]; versions: number[]; explain: QueryExplain }>();
   /**
    * The access path each shape of query took when last planned by counting (`shapeOf`): a query
    * of the same shape with other values takes it without counting again (until `epoch` moves).
@@ -475,6 +494,8 @@ class SqliteStore implements SqliteDocumentStore {
   private readonly textsPending = new Set<TextState>();
   private textTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly textDelayMs: number;
+  /** Query results kept per collection (`SqliteStoreOptions.keptResults`). */
+  private readonly keptResults: number;
 
   /** The frozen copies of documents read with `projection` (see `sharedWhole`). */
   sharedCopies(projection: Projection | undefined): WeakMap<Doc, Doc> {
@@ -490,6 +511,8 @@ class SqliteStore implements SqliteDocumentStore {
     if (!Number.isFinite(sweepMs) || sweepMs <= 0) throw new TypeError('expirySweepMs must be a positive number');
     this.textDelayMs = options.textIndexDelayMs ?? TEXT_DELAY_MS;
     if (!Number.isFinite(this.textDelayMs) || this.textDelayMs < 0) throw new TypeError('textIndexDelayMs must be a non-negative number');
+    this.keptResults = options.keptResults ?? RESULT_MEMOS;
+    if (!Number.isInteger(this.keptResults) || this.keptResults < 0) throw new TypeError('keptResults must be a non-negative integer');
     const cacheKiB = options.documentCacheKiB ?? DEFAULT_DOCUMENT_CACHE_KIB;
     if (!Number.isInteger(cacheKiB) || cacheKiB < 0) throw new TypeError('documentCacheKiB must be a non-negative integer');
     this.documentCacheBytes = cacheKiB * 1024;
@@ -614,6 +637,8 @@ class SqliteStore implements SqliteDocumentStore {
     };
     let plans = 0;
     let shapes = 0;
+    let keptResults = 0;
+    let keptRows = 0;
     for (const c of this.collections.values()) {
       gather(c);
       for (const idx of c.indexes) gather(idx);
@@ -621,6 +646,8 @@ class SqliteStore implements SqliteDocumentStore {
       for (const memo of c.plans.values()) gather(memo);
       plans += c.plans.size;
       shapes += c.shapes.size;
+      keptResults += c.results.size;
+      for (const kept of c.results.values()) keptRows += kept.rids.length;
     }
     const pageCache = this.db.pragma('cache_size', { simple: true }) as number;
     return {
@@ -629,6 +656,8 @@ class SqliteStore implements SqliteDocumentStore {
       statementCacheLimit: STATEMENT_CACHE,
       plans,
       shapes,
+      keptResults,
+      keptRows,
       documentCacheBytes: this.docs.heldBytes,
       documentCacheLimitBytes: this.documentCacheBytes,
       // Negative: KiB; positive: pages.
@@ -938,6 +967,11 @@ class SqliteStore implements SqliteDocumentStore {
    * Committed documents matching `filter`, in `sort` order, at most `want` of them; `exclude`:
    * ids left out (a transaction's overlay).
    */
+  /**
+   * The rows a query selects. The same query again (its exact text, values included) while the
+   * collection has had no write since answers from the rows it found last time (`CollState.results`):
+   * the same rows at the same versions, which running it again would find.
+   */
   select(
     c: CollState,
     filter: Filter,
@@ -946,6 +980,57 @@ class SqliteStore implements SqliteDocumentStore {
     want: number,
     exclude?: ReadonlySet<string>,
     sortSpec?: SortSpec,
+  ): { rows: Row[]; explain: QueryExplain } {
+    if (this.keptResults === 0 || onlyId(filter) !== undefined || (exclude !== undefined && exclude.size > 0)) return this.selectRows(c, filter, matcher, sort, want, exclude, sortSpec);
+    const key = `${want}|0|${sortSpec === undefined ? '' : encodeJson(sortSpec)}|${encodeJson(filter)}`;
+    const kept = c.results.get(key);
+    if (kept !== undefined && kept.writes === c.writes && kept.epoch === c.epoch) {
+      c.results.delete(key);
+      c.results.set(key, kept);
+      return { rows: this.rowsAt(c, kept.rids, kept.versions), explain: { ...kept.explain, kept: true } };
+    }
+    const selected = this.selectRows(c, filter, matcher, sort, want, exclude, sortSpec, key);
+    if (selected.rows.length <= RESULT_ROWS && this.keptResults > 0) {
+      c.results.delete(key);
+      c.results.set(key, { writes: c.writes, epoch: c.epoch, rids: selected.rows.map((r) => r.rid), versions: selected.rows.map((r) => r.v), explain: { ...selected.explain } });
+      if (c.results.size > this.keptResults) c.results.delete(c.results.keys().next().value as string);
+    }
+    return selected;
+  }
+
+  /** Rows at the versions given, their documents from the cache or else read in one statement. */
+  private rowsAt(c: CollState, rids: readonly number[], versions: readonly number[]): Row[] {
+    const rows: Row[] = [];
+    const later: Row[] = [];
+    for (let i = 0; i < rids.length; i++) {
+      const rid = rids[i] as number;
+      const v = versions[i] as number;
+      const doc = this.docs.get(c.no, rid, v);
+      const row: Row = { rid, v, doc: doc ?? NOT_READ };
+      if (doc === undefined) later.push(row);
+      rows.push(row);
+    }
+    if (later.length > 0) {
+      c.jsonByRids ??= this.prepare(`SELECT rid, json(doc) AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
+      const found = new Map((c.jsonByRids.all(JSON.stringify(later.map((r) => r.rid))) as { rid: number; doc: string }[]).map((r) => [r.rid, r.doc]));
+      for (const row of later) {
+        const json = found.get(row.rid) as string;
+        row.doc = decodeJson(json) as Doc;
+        this.docs.set(c.no, row.rid, row.v, row.doc, json.length);
+      }
+    }
+    return rows;
+  }
+
+  private selectRows(
+    c: CollState,
+    filter: Filter,
+    matcher: Matcher,
+    sort: SortKey[] | undefined,
+    want: number,
+    exclude?: ReadonlySet<string>,
+    sortSpec?: SortSpec,
+    queryKey?: string,
   ): { rows: Row[]; explain: QueryExplain } {
     const only = onlyId(filter);
     if (only !== undefined) {
@@ -957,7 +1042,7 @@ class SqliteStore implements SqliteDocumentStore {
     const excludeIds = exclude !== undefined && exclude.size > 0;
     // The same query again (a page polled, a repeated lookup) reuses its plan and statement: the
     // key is the query's exact text, values included, since the planner chose by counting them.
-    const key = `${want}|${excludeIds ? 1 : 0}|${sortSpec === undefined ? '' : encodeJson(sortSpec)}|${encodeJson(filter)}`;
+    const key = queryKey ?? `${want}|${excludeIds ? 1 : 0}|${sortSpec === undefined ? '' : encodeJson(sortSpec)}|${encodeJson(filter)}`;
     let memo = c.plans.get(key);
     // A path taken from another query of the same shape (nothing counted) serves a query once:
     // run again, the query is planned for its own values.
@@ -1867,7 +1952,7 @@ function pageOf(options: FindOptions | undefined): QueryOptions {
 /** Opens (creating if needed) a store in the SQLite file `options.path`, or in memory for `:memory:`. */
 export function createSqliteStore(options: SqliteStoreOptions): SqliteDocumentStore {
   if (!isPlainObject(options)) throw new TypeError('createSqliteStore needs options');
-  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs'], 'createSqliteStore');
+  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs', 'keptResults'], 'createSqliteStore');
   if (typeof options.path !== 'string' || options.path === '') throw new TypeError("path must be a file name or ':memory:'");
   if (options.clock !== undefined && typeof options.clock !== 'function') throw new TypeError('clock must be a function returning a Date');
   return new SqliteStore(options.path, options);
