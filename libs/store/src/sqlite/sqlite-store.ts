@@ -1010,16 +1010,20 @@ class SqliteStore implements SqliteDocumentStore {
       if (doc === undefined) later.push(row);
       rows.push(row);
     }
-    if (later.length > 0) {
-      c.jsonByRids ??= this.prepare(`SELECT rid, json(doc) AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
-      const found = new Map((c.jsonByRids.all(JSON.stringify(later.map((r) => r.rid))) as { rid: number; doc: string }[]).map((r) => [r.rid, r.doc]));
-      for (const row of later) {
-        const json = found.get(row.rid) as string;
-        row.doc = decodeJson(json) as Doc;
-        this.docs.set(c.no, row.rid, row.v, row.doc, json.length);
-      }
-    }
+    for (const f of this.readDocs(c, later)) this.docs.set(c.no, f.rid, f.v, f.doc, f.size);
     return rows;
+  }
+
+  /** Reads the documents of `rows` (not in the cache) in one statement; returns them for caching. */
+  private readDocs(c: CollState, rows: Row[]): { rid: number; v: number; doc: Doc; size: number }[] {
+    if (rows.length === 0) return [];
+    c.jsonByRids ??= this.prepare(`SELECT rid, json(doc) AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
+    const found = new Map((c.jsonByRids.all(JSON.stringify(rows.map((r) => r.rid))) as { rid: number; doc: string }[]).map((r) => [r.rid, r.doc]));
+    return rows.map((row) => {
+      const json = found.get(row.rid) as string;
+      row.doc = decodeJson(json) as Doc;
+      return { rid: row.rid, v: row.v, doc: row.doc, size: json.length };
+    });
   }
 
   private selectRows(
@@ -1146,16 +1150,8 @@ class SqliteStore implements SqliteDocumentStore {
             if (take(r.rid, r.v, r.m) && rows.length >= want) break;
           }
         }
-        if (later.length > 0) {
-          c.jsonByRids ??= this.prepare(`SELECT rid, json(doc) AS doc FROM ${c.table} WHERE rid IN (SELECT value FROM json_each(?))`);
-          const found = new Map((c.jsonByRids.all(JSON.stringify(later.map((r) => r.rid))) as { rid: number; doc: string }[]).map((r) => [r.rid, r.doc]));
-          for (const row of later) {
-            // Read in the same synchronous step as the walk: the row is as the walk saw it.
-            const json = found.get(row.rid) as string;
-            row.doc = decodeJson(json) as Doc;
-            fresh.push({ rid: row.rid, v: row.v, doc: row.doc, size: json.length });
-          }
-        }
+        // Read in the same synchronous step as the walk: the rows are as the walk saw them.
+        for (const f of this.readDocs(c, later)) fresh.push(f);
         for (const f of fresh) this.docs.set(c.no, f.rid, f.v, f.doc, f.size);
       }
       return { rows, explain };
