@@ -34,6 +34,8 @@ declare module 'autocannon' {
     timeouts: number;
     duration: number;
     '2xx': number;
+    /** Responses by status code. */
+    statusCodeStats?: Record<string, { count: number }>;
   }
   function autocannon(options: AutocannonOptions): Promise<AutocannonResult>;
   export default autocannon;

@@ -49,6 +49,8 @@ interface Run {
   rssMb: number;
   /** The server's CPU time (all threads) per request answered, in µs: steadier than rates on a busy machine. */
   cpuUsPerRequest: number;
+  /** Responses by status code, when some were not 2xx. */
+  statuses?: Record<string, number>;
 }
 
 interface Proc {
@@ -149,6 +151,7 @@ async function load(url: string, pid: number | undefined, options: { requests?: 
       p99: result.latency.p99,
       non2xx: result.non2xx,
       errors: result.errors + result.timeouts,
+      ...(result.non2xx > 0 ? { statuses: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, s]) => [code, s.count])) } : {}),
       rssMb: Math.max(peak, rssMb(pid)),
       cpuUsPerRequest: result.requests.total > 0 ? ((cpuMs(pid) - cpuBefore) * 1000) / result.requests.total : 0,
     };
@@ -727,7 +730,7 @@ const bench: Bench = {
     const rows = new Map<string, Run[]>();
     const want = (row: string) => ONLY.size === 0 || ONLY.has(row);
     const add = (label: string, run: Run) => {
-      log(`${label}: ${fmt(run.rps)}/s p50 ${ms(run.p50)} p99 ${ms(run.p99)} cpu ${fmt(run.cpuUsPerRequest)} µs/req rss ${mb(run.rssMb)} failed ${run.non2xx + run.errors}`);
+      log(`${label}: ${fmt(run.rps)}/s p50 ${ms(run.p50)} p99 ${ms(run.p99)} cpu ${fmt(run.cpuUsPerRequest)} µs/req rss ${mb(run.rssMb)} failed ${run.non2xx + run.errors}${run.statuses ? ` (statuses ${JSON.stringify(run.statuses)})` : ''}`);
       rows.set(label, [...(rows.get(label) ?? []), run]);
     };
     let afterWritesRss: number;
