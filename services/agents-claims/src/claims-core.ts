@@ -84,7 +84,7 @@ export class ClaimsCore {
     return this.ends.syncEnd(claim, actor);
   }
 
-  expire(claim: ClaimRecord, now: Date): Promise<ClaimRecord | null> {
+  expire(claim: ClaimRecord, now: Date): Promise<boolean> {
     return this.ends.expire(claim, now);
   }
 

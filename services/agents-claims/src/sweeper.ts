@@ -1,4 +1,4 @@
-import { recordClaimsExpired, recordSweep, traceIfWorked } from '@planning/telemetry';
+import { recordSweep, traceIfWorked } from '@planning/telemetry';
 import type { ClaimsCore, CoreLogger } from './claims-core.js';
 
 export interface SweeperOptions {
@@ -47,8 +47,7 @@ export function createSweeper(core: SweepCore, options: SweeperOptions): Sweeper
         didWork,
       );
       recordSweep(didWork(done) ? 'worked' : 'idle', (performance.now() - started) / 1000);
-      // Leases that passed: claims ended here, and tasks whose mirrored lease passed.
-      recordClaimsExpired(done.expired + done.released);
+      // (Expired claims are counted where their claims end: see ClaimRepository.end.)
     } catch (err) {
       recordSweep('failed', (performance.now() - started) / 1000);
       options.logger.warn({ err }, 'claim sweep failed; the next sweep retries');

@@ -73,10 +73,12 @@ export class ClaimEnds {
    * expired: of a completion and the lease's expiry, exactly one wins, everywhere. A crash between
    * the two stores leaves the claim active and past its lease, and the next sweep finishes it.
    * A claim that never started has no task to ask: it ends here first (and tells the task after).
+   * True when this call ended something: the task's lease, or the claim. (The task's event may end
+   * the claim here before this call does; the expiry was still this call's work.)
    */
-  async expire(claim: ClaimRecord, now: Date): Promise<ClaimRecord | null> {
+  async expire(claim: ClaimRecord, now: Date): Promise<boolean> {
     if (!claim.started) {
-      return this.endClaim(claim, { state: 'expired', reason: 'lease-expired', now, actor: SYSTEM_ACTOR, sync: true, where: { expiresAt: { $lte: now } } });
+      return (await this.endClaim(claim, { state: 'expired', reason: 'lease-expired', now, actor: SYSTEM_ACTOR, sync: true, where: { expiresAt: { $lte: now } } })) !== null;
     }
     const res = await this.deps.issues.endClaimedWork(
       { issueId: claim.issueId, claimId: claim._id, outcome: 'expired', actor: SYSTEM_ACTOR, startBy: claim.startBy.toISOString(), onlyIfExpired: true },
@@ -84,8 +86,9 @@ export class ClaimEnds {
     );
     const end = res.ended ? { state: 'expired' as const, reason: 'lease-expired' } : endAsTaskSaw(claim, res.target);
     // Still under the claim with an unexpired mirror (the clocks of two processes differ): the next sweep looks again.
-    if (!end) return null;
-    return this.deps.claims.end(claim._id, { ...end, now, actor: SYSTEM_ACTOR, sync: false });
+    if (!end) return false;
+    const ended = await this.deps.claims.end(claim._id, { ...end, now, actor: SYSTEM_ACTOR, sync: false });
+    return res.ended || ended !== null;
   }
 
   /** Ends a claim whose start did not finish (the agent never got it); its run is given back. */

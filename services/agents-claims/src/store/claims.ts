@@ -1,5 +1,6 @@
 import type { MeterDecision, UsageMeter } from '@planning/metering';
 import { quotaPeriod } from '@planning/plans';
+import { recordClaimsExpired } from '@planning/telemetry';
 import type { Outbox } from '@planning/outbox';
 import { isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type StoredDocument } from '@planning/store';
 import type { StoredState } from '../domain/claims.js';
@@ -246,7 +247,7 @@ export class ClaimRepository {
    * metered gets its agent run back in the same transaction.
    */
   async end(id: string, request: EndRequest): Promise<ClaimRecord | null> {
-    return this.outbox.transaction(async (session) => {
+    const ended = await this.outbox.transaction(async (session) => {
       const current = await this.claims.findOne({ _id: id, state: 'active', ...request.where }, { session });
       if (!current) return null;
       const refund = request.meter !== undefined && !current.started && current.meteredPeriod !== undefined && !current.refunded;
@@ -281,6 +282,10 @@ export class ClaimRepository {
       }
       return ended;
     });
+    // Every lease that passed is counted once, by whichever path ended its claim (the sweeper, the
+    // agent's own next call, the task's event): only one conditional end of a claim succeeds.
+    if (ended?.state === 'expired') recordClaimsExpired(1);
+    return ended;
   }
 
   /** The end reached the task (and, for a claim that never started, its tombstone holds off a late start). */
