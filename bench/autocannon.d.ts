@@ -19,6 +19,13 @@ declare module 'autocannon' {
     body?: string;
     requests?: AutocannonRequest[];
     initialContext?: Record<string, unknown>;
+    /** Called once for each connection's client, before its first request. */
+    setupClient?: (client: AutocannonClient) => void;
+  }
+  /** One connection of a run. */
+  export interface AutocannonClient {
+    /** The requests this connection sends, in a loop, from now on. */
+    setRequests(requests: AutocannonRequest[]): void;
   }
   export interface Histogram {
     average: number;

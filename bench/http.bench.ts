@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { Agent, request as httpRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import autocannon, { type AutocannonRequest } from 'autocannon';
+import autocannon, { type AutocannonOptions, type AutocannonRequest } from 'autocannon';
 import { createClaimsHarness } from '@planning/agents-claims/testing/claims-harness';
 import { createKey, createWorkspace, type TestKey } from '../test/support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster } from '../test/support/cluster.js';
@@ -133,7 +133,7 @@ async function quiet(pid: number | undefined): Promise<void> {
   }
 }
 
-async function load(url: string, pid: number | undefined, options: { requests?: AutocannonRequest[]; headers?: Record<string, string>; duration?: number; amount?: number }): Promise<Run> {
+async function load(url: string, pid: number | undefined, options: Pick<AutocannonOptions, 'requests' | 'setupClient' | 'headers' | 'duration' | 'amount'>): Promise<Run> {
   let peak = 0;
   const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 250);
   const cpuBefore = cpuMs(pid);
@@ -144,6 +144,7 @@ async function load(url: string, pid: number | undefined, options: { requests?: 
       ...(options.amount ? { amount: options.amount } : { duration: options.duration ?? SECONDS }),
       ...(options.headers ? { headers: options.headers } : {}),
       ...(options.requests ? { requests: options.requests } : {}),
+      ...(options.setupClient ? { setupClient: options.setupClient } : {}),
     });
     return {
       rps: result.requests.average,
@@ -177,18 +178,22 @@ function median(runs: Run[]): Run {
   };
 }
 
-/** Per connection: its own key (and, through `pick`, its own task), handed out in connection order. */
-function perConnection(keys: TestKey[], build: (key: TestKey, index: number) => AutocannonRequest[]): AutocannonRequest[] {
+/**
+ * Per connection: its own key (and, through `build`, its own task) for the whole run, handed out
+ * in connection order. (Set on autocannon's client: a request's `setupRequest` context is cleared
+ * each time the connection starts its list of requests again, so a connection would take the next
+ * key and task in turn, and two connections could work one agent's task at once: claims refused
+ * as already claimed, the agent's previous claim still on it.)
+ */
+function perConnection(keys: TestKey[], build: (key: TestKey, index: number) => AutocannonRequest[]): Pick<AutocannonOptions, 'setupClient'> {
   let next = 0;
-  const steps = build(keys[0]!, 0).length;
-  return Array.from({ length: steps }, (_, step) => ({
-    setupRequest(req: AutocannonRequest, context: Record<string, unknown>) {
-      if (context.index === undefined) context.index = next++ % keys.length;
-      const index = context.index as number;
-      const built = build(keys[index]!, index)[step]!;
-      return { ...req, ...built, headers: { ...built.headers, authorization: `Bearer ${keys[index]!.token}`, 'content-type': 'application/json' } };
+  return {
+    setupClient(client) {
+      const index = next++ % keys.length;
+      const key = keys[index]!;
+      client.setRequests(build(key, index).map((r) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${key.token}`, 'content-type': 'application/json' } })));
     },
-  }));
+  };
 }
 
 interface Fixture {
@@ -463,13 +468,13 @@ async function distributedPhase(log: (line: string) => void): Promise<Distribute
     const ones: Run[] = [];
     const twos: Run[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
-      const one = await cpuDuring(() => load(base, undefined, { requests: read() }));
+      const one = await cpuDuring(() => load(base, undefined, read()));
       ones.push(one.result);
       addCpu('one', one.cpu, one.wallMs, one.result.rps * SECONDS);
       const two = await cpuDuring(() =>
         Promise.all([
-          autocannon({ url: base, connections: CONNECTIONS / 2, duration: SECONDS, requests: read() }),
-          autocannon({ url: second.baseUrl, connections: CONNECTIONS / 2, duration: SECONDS, requests: read() }),
+          autocannon({ url: base, connections: CONNECTIONS / 2, duration: SECONDS, ...read() }),
+          autocannon({ url: second.baseUrl, connections: CONNECTIONS / 2, duration: SECONDS, ...read() }),
         ]),
       );
       const [a, b] = two.result;
@@ -612,7 +617,7 @@ async function heapBreakdown(
     log(`${fmt(writes)} writes in the heap probe's copy`);
     const run = await load(proc.url, proc.child.pid, {
       amount: writes,
-      requests: perConnection(f.writeKeys, (_key, i) => [
+      ...perConnection(f.writeKeys, (_key, i) => [
         { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
         { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
       ]),
@@ -754,14 +759,14 @@ const bench: Bench = {
           const ready200 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=200`;
           const ready50 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=50`;
           const pid = proc.child.pid;
-          if (want('byId')) add(`byId${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
-          if (want('ready')) add(`ready${suffix}`, await load(proc.url, pid, { requests: perConnection(f.agentKeys, () => [{ method: 'GET', path: '/api/agents/ready-work?limit=5' }]) }));
-          if (want('page200')) add(`page200${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
-          if (want('page50')) add(`page50${suffix}`, await load(proc.url, pid, { requests: perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
+          if (want('byId')) add(`byId${suffix}`, await load(proc.url, pid, { ...perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
+          if (want('ready')) add(`ready${suffix}`, await load(proc.url, pid, { ...perConnection(f.agentKeys, () => [{ method: 'GET', path: '/api/agents/ready-work?limit=5' }]) }));
+          if (want('page200')) add(`page200${suffix}`, await load(proc.url, pid, { ...perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
+          if (want('page50')) add(`page50${suffix}`, await load(proc.url, pid, { ...perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
           if (want('patch')) add(
             `patch${suffix}`,
             await load(proc.url, pid, {
-              requests: perConnection(f.writeKeys, (_key, i) => [
+              ...perConnection(f.writeKeys, (_key, i) => [
                 { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
                 { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
               ]),
@@ -771,7 +776,7 @@ const bench: Bench = {
           // Claim and release: each connection an agent with its own ready task.
           for (let i = 0; i < CONNECTIONS; i++) await setStatus(proc.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'ready');
           const claim = await load(proc.url, pid, {
-            requests: perConnection(f.agentKeys, (_key, i) => [
+            ...perConnection(f.agentKeys, (_key, i) => [
               { method: 'POST', path: '/api/agents/claim', body: JSON.stringify({ issueId: f.ownTasks[i] }) },
               { method: 'POST', path: `/api/agents/claims/${f.ownTasks[i]}/release`, body: '{}' },
             ]),
@@ -832,7 +837,7 @@ const bench: Bench = {
       log(`${WRITES} writes`);
       const writeRun = await load(app.url, app.child.pid, {
         amount: WRITES,
-        requests: perConnection(f.writeKeys, (_key, i) => [
+        ...perConnection(f.writeKeys, (_key, i) => [
           { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
           { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
         ]),
