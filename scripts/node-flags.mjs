@@ -1,7 +1,7 @@
 // The V8 flags every start command passes to `node` before the bundle: `pnpm start`
 // (package.json), the image's ENTRYPOINT (Dockerfile; the Helm chart runs it unchanged), the
-// image's runtime check and the HTTP benchmark's copies of the bundle. test/image/image.test.ts
-// holds the Dockerfile and package.json to this list.
+// Tiltfile's dev image, the image's runtime check and the HTTP benchmark's copies of the bundle.
+// test/image/image.test.ts holds the Dockerfile, the Tiltfile and package.json to this list.
 //
 // --max-semi-space-size=4: the main thread's young generation (V8's new space) keeps two
 // semi-spaces of at most 4 MB instead of V8's 16 MB. While the modules load the main thread

@@ -65,6 +65,14 @@ describe('container image', () => {
     expect(dockerfile).toMatch(/^COPY --from=build \/src\/dist\/ \.\/$/m);
   });
 
+  it('image: the dev image of the Tiltfile runs the bundle with the same V8 flags as the image', () => {
+    const tiltfile = readFileSync(join(root, 'Tiltfile'), 'utf8');
+    const entrypoint = /'ENTRYPOINT (\[[^\n]*\])',/.exec(tiltfile)?.[1];
+    const args = JSON.parse(entrypoint ?? 'null') as string[];
+    expect(args.slice(0, 1 + (BUNDLE_NODE_FLAGS as string[]).length)).toEqual(['node', ...(BUNDLE_NODE_FLAGS as string[])]);
+    expect(args.at(-1)).toBe('/app/main.mjs');
+  });
+
   it('image: `pnpm start` passes the same V8 flags to node as the image', () => {
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } };
     expect(pkg.scripts.start).toMatch(new RegExp(`exec node ${(BUNDLE_NODE_FLAGS as string[]).join(' ')} dist/main\\.mjs$`));
