@@ -244,8 +244,9 @@ function render(r: Results, done: boolean): string {
         '(protobuf codec, no transport). Concurrent rows: 50 writers, 40 updates or 20 claim+release rounds each. Updates were measured twice per engine (old, SQLite, …, old, SQLite); the better run is shown. ' +
         'SQLite writes each port index as its own table of encoded keys (only the entries whose keys changed), and brings the trigram index up to date ' +
         'in batches of 128 changed rows (or 20 ms after writes pause), since FTS5 writes a segment at every commit that touches it; until then text ' +
-        'queries also test the pending rows. Writes made in the same turn of the event loop (the 50 writers\' transactions) commit in one SQLite ' +
-        'transaction, a savepoint each, so the pages they share are written to the write-ahead log once per batch rather than once per write.',
+        'queries also test the pending rows. Writes queued before the store\'s next microtask (those the same run of code made: one request\'s, or writers ' +
+        'resumed together) commit in one SQLite transaction, a savepoint each, so the pages they share are written to the write-ahead log once per ' +
+        'batch rather than once per write; a file store\'s disk flush gathers every commit of a turn of the event loop.',
       '',
       '| workload | old | SQLite in memory | SQLite on a file (flushed before it resolves) | in memory: SQLite / old |',
       '|---|---:|---:|---:|---:|',
