@@ -133,7 +133,7 @@ async function quiet(pid: number | undefined): Promise<void> {
   }
 }
 
-async function load(url: string, pid: number | undefined, options: Pick<AutocannonOptions, 'requests' | 'setupClient' | 'headers' | 'duration' | 'amount'>): Promise<Run> {
+async function load(url: string, pid: number | undefined, options: Pick<AutocannonOptions, 'setupClient' | 'headers' | 'duration' | 'amount'>): Promise<Run> {
   let peak = 0;
   const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 250);
   const cpuBefore = cpuMs(pid);
@@ -143,7 +143,6 @@ async function load(url: string, pid: number | undefined, options: Pick<Autocann
       connections: CONNECTIONS,
       ...(options.amount ? { amount: options.amount } : { duration: options.duration ?? SECONDS }),
       ...(options.headers ? { headers: options.headers } : {}),
-      ...(options.requests ? { requests: options.requests } : {}),
       ...(options.setupClient ? { setupClient: options.setupClient } : {}),
     });
     return {
@@ -194,6 +193,14 @@ function perConnection(keys: TestKey[], build: (key: TestKey, index: number) => 
       client.setRequests(build(key, index).map((r) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${key.token}`, 'content-type': 'application/json' } })));
     },
   };
+}
+
+/** Each connection moves its own task to ready and back to backlog, as a member (the status-move rows). */
+function statusMoves(f: Pick<Fixture, 'writeKeys' | 'patchTasks'>): Pick<AutocannonOptions, 'setupClient'> {
+  return perConnection(f.writeKeys, (_key, i) => [
+    { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
+    { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
+  ]);
 }
 
 interface Fixture {
@@ -617,10 +624,7 @@ async function heapBreakdown(
     log(`${fmt(writes)} writes in the heap probe's copy`);
     const run = await load(proc.url, proc.child.pid, {
       amount: writes,
-      ...perConnection(f.writeKeys, (_key, i) => [
-        { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
-        { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
-      ]),
+      ...statusMoves(f),
     });
     log(`writes: ${fmt(run.rps)}/s, ${run.non2xx + run.errors} failed`);
     await new Promise((r) => setTimeout(r, 5_000));
@@ -759,19 +763,11 @@ const bench: Bench = {
           const ready200 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=200`;
           const ready50 = `/api/issues?workspaceId=${f.workspaceId}&status=ready&limit=50`;
           const pid = proc.child.pid;
-          if (want('byId')) add(`byId${suffix}`, await load(proc.url, pid, { ...perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }]) }));
-          if (want('ready')) add(`ready${suffix}`, await load(proc.url, pid, { ...perConnection(f.agentKeys, () => [{ method: 'GET', path: '/api/agents/ready-work?limit=5' }]) }));
-          if (want('page200')) add(`page200${suffix}`, await load(proc.url, pid, { ...perConnection(f.keys, () => [{ method: 'GET', path: ready200 }]) }));
-          if (want('page50')) add(`page50${suffix}`, await load(proc.url, pid, { ...perConnection(f.keys, () => [{ method: 'GET', path: ready50 }]) }));
-          if (want('patch')) add(
-            `patch${suffix}`,
-            await load(proc.url, pid, {
-              ...perConnection(f.writeKeys, (_key, i) => [
-                { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
-                { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
-              ]),
-            }),
-          );
+          if (want('byId')) add(`byId${suffix}`, await load(proc.url, pid, perConnection(f.keys, () => [{ method: 'GET', path: `/api/issues/${f.byId}` }])));
+          if (want('ready')) add(`ready${suffix}`, await load(proc.url, pid, perConnection(f.agentKeys, () => [{ method: 'GET', path: '/api/agents/ready-work?limit=5' }])));
+          if (want('page200')) add(`page200${suffix}`, await load(proc.url, pid, perConnection(f.keys, () => [{ method: 'GET', path: ready200 }])));
+          if (want('page50')) add(`page50${suffix}`, await load(proc.url, pid, perConnection(f.keys, () => [{ method: 'GET', path: ready50 }])));
+          if (want('patch')) add(`patch${suffix}`, await load(proc.url, pid, statusMoves(f)));
           if (!want('claim')) continue;
           // Claim and release: each connection an agent with its own ready task.
           for (let i = 0; i < CONNECTIONS; i++) await setStatus(proc.url, f.writeKeys[i]!.token, f.ownTasks[i]!, 'ready');
@@ -837,10 +833,7 @@ const bench: Bench = {
       log(`${WRITES} writes`);
       const writeRun = await load(app.url, app.child.pid, {
         amount: WRITES,
-        ...perConnection(f.writeKeys, (_key, i) => [
-          { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'ready' }) },
-          { method: 'PATCH', path: `/api/issues/${f.patchTasks[i]}`, body: JSON.stringify({ status: 'backlog' }) },
-        ]),
+        ...statusMoves(f),
       });
       add('writes', writeRun);
       // Let the outbox relay and the consumers catch up, then read the resident set.

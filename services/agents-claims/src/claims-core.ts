@@ -84,10 +84,6 @@ export class ClaimsCore {
     return this.ends.syncEnd(claim, actor);
   }
 
-  expire(claim: ClaimRecord, now: Date): Promise<boolean> {
-    return this.ends.expire(claim, now);
-  }
-
   abortStart(claim: ClaimRecord, reason: string, where?: Record<string, unknown>): Promise<ClaimRecord | null> {
     return this.ends.abortStart(claim, reason, where);
   }
