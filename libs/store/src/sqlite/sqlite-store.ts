@@ -486,6 +486,12 @@ class SqliteStore implements SqliteDocumentStore {
   /** Writes waiting to be applied together (see `write`). */
   private queued: { fn: () => unknown; resolve: (value: unknown) => void; reject: (err: unknown) => void }[] = [];
   private drainScheduled = false;
+  /**
+   * Runs its argument as one SQLite transaction, or as a savepoint inside the running one
+   * (`.immediate` begins with the write lock taken). Made once: better-sqlite3 builds a
+   * transaction function's four variants each time `db.transaction` is called.
+   */
+  readonly atomic: BetterSqlite3.Transaction<(fn: () => unknown) => unknown>;
   /** A collection was created by the running write: undo it in memory if the write rolls back. */
   private catalogChanged = false;
   /** The collections (by number) whose rows the current write transaction changed. */
@@ -521,6 +527,7 @@ class SqliteStore implements SqliteDocumentStore {
     if (!memory) fs.mkdirSync(pathDir(path), { recursive: true });
     const existed = !memory && fs.existsSync(path);
     this.db = new Database(path, { timeout: 0 });
+    this.atomic = this.db.transaction((fn: () => unknown) => fn());
     try {
       if (!memory) {
         // One process owns the file: a second one is refused at once rather than waiting on locks.
@@ -742,14 +749,13 @@ class SqliteStore implements SqliteDocumentStore {
     let catalogChanged = false;
     const single = batch.length === 1;
     try {
-      this.db
-        .transaction(() => {
+      this.atomic.immediate(() => {
           for (const w of batch) {
             this.catalogChanged = false;
             this.touched.clear();
             try {
               // Alone, the write is the transaction; together, each has a savepoint.
-              const value = single ? w.fn() : this.db.transaction(w.fn)();
+              const value = single ? w.fn() : this.atomic(w.fn);
               outcomes.push({ ok: true, value });
               for (const no of this.touched) touched.add(no);
               catalogChanged ||= this.catalogChanged;
@@ -760,8 +766,7 @@ class SqliteStore implements SqliteDocumentStore {
             }
           }
           this.indexTexts(TEXT_BATCH);
-        })
-        .immediate();
+      });
     } catch (err) {
       // The transaction as a whole rolled back (the one write threw, or the commit failed):
       // nothing of the batch is in the database.
@@ -878,7 +883,7 @@ class SqliteStore implements SqliteDocumentStore {
       // Leave the file with its text indexes complete (if this fails, the pending rows stay in
       // the file and the next open continues them).
       try {
-        this.db.transaction(() => this.indexTexts(1)).immediate();
+        this.atomic.immediate(() => this.indexTexts(1));
         await this.durability.wait(this.durability.commit());
       } catch (err) {
         process.emitWarning(`store text indexing at close failed: ${(err as Error).message}`);
@@ -1525,7 +1530,7 @@ class SqliteStore implements SqliteDocumentStore {
       }
       if (!tx && opts.multi) {
         // Each document on its own: a duplicate key stops updateMany, earlier documents keep their change.
-        this.db.transaction(() => this.write1(name, id, row, change.doc, tx))();
+        this.atomic(() => this.write1(name, id, row, change.doc, tx));
       } else {
         this.write1(name, id, row, change.doc, tx);
       }
@@ -1837,7 +1842,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     if (docs.length === 0) return;
     // Ordered: documents before a failure stay inserted.
     await store.writePartial(() => {
-      for (const doc of docs) store.db.transaction(() => store.insert(this.name, doc, undefined))();
+      for (const doc of docs) store.atomic(() => store.insert(this.name, doc, undefined));
     });
   }
 
