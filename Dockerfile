@@ -81,8 +81,11 @@ LABEL org.opencontainers.image.title="planning-service" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${NODE_IMAGE}"
 
+# MALLOC_ARENA_MAX=2: at most two glibc malloc arenas for the process's threads (about 16 MB less
+# idle RSS with the services' thread; scripts/node-flags.mjs, BUNDLE_ENV).
 ENV NODE_ENV=production \
-    DATA_DIR=/data
+    DATA_DIR=/data \
+    MALLOC_ARENA_MAX=2
 
 WORKDIR /app
 # Owned by root and read-only to the service user: the process cannot modify its own code. The

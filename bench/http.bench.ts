@@ -24,7 +24,7 @@ import { getFreePort } from '@planning/testing';
 import { ROOT } from '../test/support/service-process.js';
 import { machine, ms, summarize, type Bench } from './support.js';
 // @ts-expect-error plain ESM script without type declarations
-import { BUNDLE_NODE_FLAGS } from '../scripts/node-flags.mjs';
+import { BUNDLE_ENV, BUNDLE_NODE_FLAGS } from '../scripts/node-flags.mjs';
 
 const CONNECTIONS = 50;
 const ROUNDS = Number(process.env.HTTP_BENCH_ROUNDS ?? 3);
@@ -556,6 +556,8 @@ interface ThreadHeap {
 /** The all-in-one bundle's environment on loopback ports of its own, without the demo workspace. */
 async function bundleEnv(port: number, adminPassword: string, servicesThread: 'on' | 'off') {
   return {
+    // As `pnpm start` and the image give it (scripts/node-flags.mjs).
+    ...(BUNDLE_ENV as Record<string, string>),
     PORT: String(port),
     GRPC_PORT: String(await getFreePort()),
     METRICS_PORT: String(await getFreePort()),

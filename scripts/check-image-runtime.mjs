@@ -21,7 +21,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BUNDLE_NODE_FLAGS } from './node-flags.mjs';
+import { BUNDLE_ENV, BUNDLE_NODE_FLAGS } from './node-flags.mjs';
 
 /** The build stage's deploy, as the Dockerfile writes it (its target folder last). */
 export const DEPLOY_ARGS = ['--filter', '@planning/image-deps', '--config.inject-workspace-packages=true', 'deploy', '--prod', '--frozen-lockfile'];
@@ -95,6 +95,7 @@ async function main() {
       PATH: '/usr/local/bin:/usr/bin:/bin',
       HOME: '/nonexistent',
       NODE_ENV: 'production',
+      ...BUNDLE_ENV,
       DATA_DIR: data,
       HOST: '127.0.0.1',
       GRPC_HOST: '127.0.0.1',

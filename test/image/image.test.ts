@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 // @ts-expect-error plain ESM script without type declarations
 import { DEPLOY_ARGS } from '../../scripts/check-image-runtime.mjs';
 // @ts-expect-error plain ESM script without type declarations
-import { BUNDLE_NODE_FLAGS } from '../../scripts/node-flags.mjs';
+import { BUNDLE_ENV, BUNDLE_NODE_FLAGS } from '../../scripts/node-flags.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const checkScript = join(root, 'scripts/check-image-deps.mjs');
@@ -71,10 +71,20 @@ describe('container image', () => {
     const args = JSON.parse(entrypoint ?? 'null') as string[];
     expect(args.slice(0, 1 + (BUNDLE_NODE_FLAGS as string[]).length)).toEqual(['node', ...(BUNDLE_NODE_FLAGS as string[])]);
     expect(args.at(-1)).toBe('/app/main.mjs');
+    const env = /'ENV ([^'\n]*)',/.exec(tiltfile)?.[1] ?? '';
+    for (const [name, value] of Object.entries(BUNDLE_ENV)) expect(env.split(' ')).toContain(`${name}=${value}`);
   });
 
-  it('image: `pnpm start` passes the same V8 flags to node as the image', () => {
+  it('image: the runtime stage gives node the start environment (scripts/node-flags.mjs)', () => {
+    expect(BUNDLE_ENV).toEqual({ MALLOC_ARENA_MAX: '2' });
+    const runtime = dockerfile.slice(dockerfile.indexOf(' AS runtime'));
+    const env = /^ENV ((?:[^\n]*\\\n)*[^\n]*)$/m.exec(runtime)?.[1]?.replace(/\\\n\s*/g, ' ') ?? '';
+    for (const [name, value] of Object.entries(BUNDLE_ENV)) expect(env.split(/\s+/)).toContain(`${name}=${value}`);
+  });
+
+  it('image: `pnpm start` passes the same V8 flags and environment to node as the image', () => {
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } };
-    expect(pkg.scripts.start).toMatch(new RegExp(`exec node ${(BUNDLE_NODE_FLAGS as string[]).join(' ')} dist/main\\.mjs$`));
+    const env = Object.entries(BUNDLE_ENV).map(([name, value]) => `${name}=${value}`);
+    expect(pkg.scripts.start).toMatch(new RegExp(`exec env ${env.join(' ')} node ${(BUNDLE_NODE_FLAGS as string[]).join(' ')} dist/main\\.mjs$`));
   });
 });
