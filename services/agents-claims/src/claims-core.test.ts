@@ -4,6 +4,7 @@ import { configureFailpoints } from '@planning/runtime/failpoints';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ClaimsCore } from './claims-core.js';
 import type { ClaimRecord } from './store/claims.js';
+import { SweepFailedError } from './core/upkeep.js';
 import { createSweeper } from './sweeper.js';
 import { createClaimsHarness, type ClaimsHarness } from './testing/claims-harness.js';
 
@@ -861,6 +862,39 @@ describe('claims: review findings', () => {
     const swept = await h.core.sweep({ reconcile: false, batch: 2 });
     expect(swept.expired).toBe(5);
     for (const id of ids) expect((await h.taskRecord(id))?.status).toBe('ready');
+  });
+
+  it('a sweep with a failed step still ends the expired claims, and reports and logs what it did', async () => {
+    const ids = await Promise.all(Array.from({ length: 3 }, () => h.task(projectId)));
+    for (const [i, id] of ids.entries()) await claim(id, agent(`agent-${i}`));
+    advance(600_000);
+    h.issuesHooks.before = async (method) => {
+      if (method === 'releaseExpiredClaims') throw new ServiceError('unavailable', 'issues is down');
+    };
+    const failed = await h.core.sweep({ reconcile: false }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failed).toBeInstanceOf(SweepFailedError);
+    expect(failed).toMatchObject({ message: 'issues is down', failedSteps: 1, done: { expired: 3, released: 0 } });
+    expect((failed as SweepFailedError).cause).toBeInstanceOf(ServiceError);
+    for (const id of ids) expect((await h.taskRecord(id))?.status).toBe('ready');
+
+    // Through the sweeper: the run's work is logged, then its failure.
+    const more = await Promise.all(Array.from({ length: 2 }, () => h.task(projectId)));
+    for (const [i, id] of more.entries()) await claim(id, agent(`agent-${i}`));
+    advance(600_000);
+    const lines: { level: string; obj: unknown; msg: string }[] = [];
+    const logger = {
+      info: (obj: unknown, msg: string) => lines.push({ level: 'info', obj, msg }),
+      warn: (obj: unknown, msg: string) => lines.push({ level: 'warn', obj, msg }),
+      error: (obj: unknown, msg: string) => lines.push({ level: 'error', obj, msg }),
+    };
+    const sweeper = createSweeper(h.core, { intervalMs: 60_000, reconcileIntervalMs: 60_000, logger });
+    await sweeper.sweepOnce();
+    h.issuesHooks.before = undefined;
+    expect(lines.map((l) => `${l.level} ${l.msg}`)).toEqual(['info claims swept', 'warn claim sweep failed; the next sweep retries']);
+    expect(lines[0]?.obj).toMatchObject({ expired: 2, failedSteps: 1 });
   });
 
   it('finding 6: reconciliation runs in a loop of its own, so a long one never holds up the sweeps', async () => {

@@ -1,5 +1,6 @@
 import { recordSweep, traceIfWorked } from '@planning/telemetry';
 import type { ClaimsCore, CoreLogger } from './claims-core.js';
+import { SweepFailedError } from './core/upkeep.js';
 
 export interface SweeperOptions {
   intervalMs: number;
@@ -35,12 +36,16 @@ export function createSweeper(core: SweepCore, options: SweeperOptions): Sweeper
   const sweep = async (): Promise<void> => {
     const started = performance.now();
     try {
-      const didWork = (d: Record<string, number>) => Object.values(d).some((n) => n > 0);
+      const didWork = (d: object) => Object.values(d).some((n) => typeof n === 'number' && n > 0);
       const done = await traceIfWorked(
         'claims.sweep',
         async () => {
-          const result = await core.sweep({ reconcile: false });
-          // Logged inside the run's span, so the line carries the trace id of the kept trace.
+          // Logged inside the run's span, so the line carries the trace id of the kept trace. A
+          // sweep with a failed step still reports what its other steps did.
+          const result = await core.sweep({ reconcile: false }).catch((err: unknown) => {
+            if (err instanceof SweepFailedError && didWork(err.done)) options.logger.info({ ...err.done, failedSteps: err.failedSteps }, 'claims swept');
+            throw err;
+          });
           if (didWork(result)) options.logger.info(result, 'claims swept');
           return result;
         },

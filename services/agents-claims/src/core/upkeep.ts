@@ -10,6 +10,31 @@ import type { ClaimEnds } from './ending.js';
 /** How long one sweep keeps going through full batches before it leaves the rest to the next. */
 const SWEEP_BUDGET_MS = 5_000;
 
+/** What one sweep did: claims ended at expiry, tasks released, starts repaired, ends synced, claims reconciled. */
+export interface SweepResult {
+  expired: number;
+  released: number;
+  repaired: number;
+  synced: number;
+  reconciled: number;
+}
+
+/**
+ * A sweep in which at least one step failed: the first failure (its message, and as `cause`),
+ * how many steps failed, and what the sweep did all the same (`done`), so the run's work is still
+ * logged and counted.
+ */
+export class SweepFailedError extends Error {
+  constructor(
+    cause: unknown,
+    readonly done: SweepResult,
+    readonly failedSteps: number,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = 'SweepFailedError';
+  }
+}
+
 export class ClaimUpkeep {
   constructor(
     private readonly deps: CoreDeps,
@@ -41,10 +66,11 @@ export class ClaimUpkeep {
 
   /**
    * One sweep (see sweeper.ts); returns what it did, for logs and tests. Each step runs even when
-   * another failed (the first failure is rethrown at the end): a task service that cannot be
-   * reached must not hold up, say, the claims whose lease passed.
+   * another failed (at the end a SweepFailedError carries the first failure and what the other
+   * steps did): a task service that cannot be reached must not hold up, say, the claims whose
+   * lease passed.
    */
-  async sweep(options: { reconcile: boolean; batch?: number; budgetMs?: number }): Promise<{ expired: number; released: number; repaired: number; synced: number; reconciled: number }> {
+  async sweep(options: { reconcile: boolean; batch?: number; budgetMs?: number }): Promise<SweepResult> {
     const { claims, clock } = this.deps;
     const batch = options.batch ?? 100;
     // Each step goes on through full batches (a backlog is cleared in one sweep, within the bound
@@ -113,7 +139,7 @@ export class ClaimUpkeep {
         out.reconciled = await this.reconcileAll(batch);
       });
     }
-    if (failures.length > 0) throw failures[0];
+    if (failures.length > 0) throw new SweepFailedError(failures[0], out, failures.length);
     return out;
   }
 
