@@ -116,15 +116,7 @@ export function compileAllSchemas(app: FastifyInstance): { total: number; compil
  * route's schemas (`compileAllSchemas`).
  */
 function lazyValidator(schemas: LazySchemas, compile: () => ValidateFunction): ValidateFunction {
-  let validate: ValidateFunction | undefined;
-  const ready = (): ValidateFunction => {
-    if (validate === undefined) {
-      validate = compile();
-      schemas.compiled++;
-    }
-    return validate;
-  };
-  schemas.compilers.push(ready);
+  const ready = lazily(schemas, compile);
   const wrapped = ((data: unknown) => {
     const v = ready();
     const ok = v(data);
@@ -139,18 +131,24 @@ function lazySerializers(schemas: LazySchemas) {
   return (externalSchemas: unknown, options: unknown) => {
     const build = SerializerSelector()(externalSchemas as never, options as never);
     return (route: Parameters<typeof build>[0]) => {
-      let serialize: ((data: unknown) => string) | undefined;
-      const ready = (): ((data: unknown) => string) => {
-        if (serialize === undefined) {
-          serialize = build(route) as (data: unknown) => string;
-          schemas.compiled++;
-        }
-        return serialize;
-      };
-      schemas.compilers.push(ready);
+      const ready = lazily(schemas, () => build(route) as (data: unknown) => string);
       return (data: unknown) => ready()(data);
     };
   };
+}
+
+/** `compile`, run once on the first call of what this returns (or by compileAllSchemas), counted in `schemas`. */
+function lazily<F>(schemas: LazySchemas, compile: () => F): () => F {
+  let compiled: F | undefined;
+  const ready = (): F => {
+    if (compiled === undefined) {
+      compiled = compile();
+      schemas.compiled++;
+    }
+    return compiled;
+  };
+  schemas.compilers.push(ready);
+  return ready;
 }
 
 /** Where `data` (a coerced query, params or headers object) holds a number that is not finite. */

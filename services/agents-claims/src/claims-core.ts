@@ -22,7 +22,7 @@ import { ClaimFencing, type FenceAnswer } from './core/fencing.js';
 import { ClaimHolding } from './core/holding.js';
 import { ClaimListing } from './core/listing.js';
 import { ReadyQueue } from './core/ready-work.js';
-import { ClaimUpkeep } from './core/upkeep.js';
+import { ClaimUpkeep, type SweepResult } from './core/upkeep.js';
 import type { ClaimResult, ClaimView, IssueRefView, ReadyWork } from './core/views.js';
 
 export { CLAIM_SCOPES, type CoreDeps, type CoreLogger, type IssuesClient } from './core/context.js';
@@ -119,7 +119,7 @@ export class ClaimsCore {
     return this.upkeep.onTaskStatusChanged(event);
   }
 
-  sweep(options: { reconcile: boolean; batch?: number; budgetMs?: number }): Promise<{ expired: number; released: number; repaired: number; synced: number; reconciled: number }> {
+  sweep(options: { reconcile: boolean; batch?: number; budgetMs?: number }): Promise<SweepResult> {
     return this.upkeep.sweep(options);
   }
 
