@@ -23,6 +23,11 @@ export interface CompiledUpdate {
   readonly positional: boolean;
   /** Some path addresses an array element by number (may leave holes to fill with null). */
   readonly numeric: boolean;
+  /**
+   * Only `$set`, `$setOnInsert` and `$unset` of top-level fields (the common update: a document's
+   * new field values): applied directly, without mingo's path walking.
+   */
+  readonly flat: boolean;
 }
 
 function isPositionalSegment(seg: string): boolean {
@@ -52,16 +57,19 @@ export function compileUpdate(update: Update): CompiledUpdate {
   const ops = new Map<UpdateOperator, Record<string, unknown>>();
   let positional = false;
   let numeric = false;
+  let flat = true;
   const seen: string[] = [];
   for (const op of keys) {
     if (!SUPPORTED.has(op)) throw new TypeError(`unsupported update operator ${op} (supported: ${UPDATE_OPERATORS.join(', ')})`);
     const arg = update[op];
     if (!isPlainObject(arg)) throw new TypeError(`${op} needs a plain object of field paths`);
+    if (op !== '$set' && op !== '$setOnInsert' && op !== '$unset') flat = false;
     const normalized: Record<string, unknown> = {};
     for (const [path, raw] of Object.entries(arg)) {
       assertUpdatePath(path, op);
       if (path.split('.').some((s) => s === '$')) positional = true;
       if (path.split('.').some((s) => /^\d+$/.test(s))) numeric = true;
+      if (path.includes('.')) flat = false;
       if (raw === undefined && op !== '$unset') continue; // dropped like the driver's ignoreUndefined
       normalized[path] = normalizeOperand(op as UpdateOperator, path, raw);
       seen.push(path);
@@ -69,7 +77,7 @@ export function compileUpdate(update: Update): CompiledUpdate {
     ops.set(op as UpdateOperator, normalized);
   }
   assertNoConflicts(seen);
-  return { ops, positional, numeric };
+  return { ops, positional, numeric, flat };
 }
 
 function normalizeOperand(op: UpdateOperator, path: string, raw: unknown): unknown {
@@ -197,6 +205,7 @@ export interface ApplyResult {
  * then applies like `$set`. `filter` resolves positional `$` paths.
  */
 export function applyUpdate(doc: Doc, update: CompiledUpdate, opts: { insert: boolean; filter: Filter }): ApplyResult {
+  if (update.flat) return applyFlat(doc, update, opts.insert);
   const next = cloneValue(doc);
   const modifier: Record<string, Record<string, unknown>> = {};
   for (const [op, paths] of update.ops) {
@@ -206,7 +215,7 @@ export function applyUpdate(doc: Doc, update: CompiledUpdate, opts: { insert: bo
     for (const [path, value] of Object.entries(paths)) {
       if (path === '_id' || path.startsWith('_id.')) {
         if ((op === '$set' || op === '$setOnInsert') && valuesEqual(value, next._id)) continue;
-        throw new TypeError(`Performing an update on the path '${path}' would modify the immutable field '_id'`);
+        throw immutableId(path);
       }
       own[path] = value;
     }
@@ -231,6 +240,41 @@ export function applyUpdate(doc: Doc, update: CompiledUpdate, opts: { insert: bo
   }
   // Setting `arr.5` on a shorter array leaves holes; MongoDB pads with nulls.
   return { doc: update.numeric ? (normalizeValue(next, '') as Doc) : next, changed };
+}
+
+function immutableId(path: string): TypeError {
+  return new TypeError(`Performing an update on the path '${path}' would modify the immutable field '_id'`);
+}
+
+/**
+ * A flat update (`CompiledUpdate.flat`) on a shallow copy of `doc`: only top-level fields change,
+ * each to its own copy of the update's value, so the copy shares nothing it changes with `doc`
+ * (stored versions are never mutated, and mingo's path is the one that mutates in place). A field
+ * set to an equal value is no change, as in MongoDB.
+ */
+function applyFlat(doc: Doc, update: CompiledUpdate, insert: boolean): ApplyResult {
+  const next: Doc = { ...doc };
+  let changed = false;
+  for (const [op, paths] of update.ops) {
+    if (op === '$setOnInsert' && !insert) continue;
+    for (const path in paths) {
+      const value = paths[path];
+      if (op === '$unset') {
+        if (path === '_id') throw immutableId(path);
+        if (next[path] !== undefined) {
+          delete next[path];
+          changed = true;
+        }
+        continue;
+      }
+      const current = next[path];
+      if (current !== undefined && valuesEqual(current, value)) continue;
+      if (path === '_id') throw immutableId(path);
+      next[path] = cloneValue(value);
+      changed = true;
+    }
+  }
+  return { doc: next, changed };
 }
 
 /**
