@@ -597,6 +597,31 @@ describe('sqlite store: plans', () => {
   });
 });
 
+describe('sqlite store: conditional writes by id', () => {
+  it('plans: `_id` with more conditions (a write conditional on the version read) reads the one row by id and tests it, matched or not', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    try {
+      const c = store.collection('tasks');
+      await c.createIndexes([{ name: 'version', keys: { version: 1 } }]);
+      await c.insertMany([{ _id: 't1', version: 3, status: 'ready' }, { _id: 't2', version: 3 }]);
+      expect(await c.explain({ _id: 't1', version: 3 })).toMatchObject({ plan: 'IDHACK', docsExamined: 1, docsEvaluated: 1, nReturned: 1 });
+      expect(await c.explain({ _id: 't1', version: 2 })).toMatchObject({ plan: 'IDHACK', docsExamined: 1, nReturned: 0 });
+      expect(await c.findOneAndUpdate({ _id: 't1', version: 2 }, { $set: { version: 3 } })).toBeNull();
+      expect(await c.findOneAndUpdate({ _id: 't1', version: 3, status: { $in: ['ready'] } }, { $set: { version: 4 } })).toMatchObject({ _id: 't1', version: 4 });
+      expect(await c.updateOne({ _id: 't1', version: 3 }, { $set: { version: 5 } })).toMatchObject({ matchedCount: 0 });
+      // Inside a transaction the id's own buffered version is tested, not the committed row.
+      await store.withTransaction(async (session) => {
+        await c.updateOne({ _id: 't2' }, { $set: { version: 4 } }, { session });
+        expect(await c.findOne({ _id: 't2', version: 3 }, { session })).toBeNull();
+        expect(await c.findOne({ _id: 't2', version: 4 }, { session })).toMatchObject({ version: 4 });
+      });
+      expect(await c.find({ version: 4 }, { sort: { _id: 1 } })).toEqual([{ _id: 't1', version: 4, status: 'ready' }, { _id: 't2', version: 4 }]);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe('sqlite store: memory', () => {
   it('memory: prepared statements stay within the statement cache (plus a set per collection and index) over thousands of distinct queries in many collections', async () => {
     const store = createSqliteStore({ path: ':memory:' });

@@ -989,7 +989,7 @@ class SqliteStore implements SqliteDocumentStore {
     exclude?: ReadonlySet<string>,
     sortSpec?: SortSpec,
   ): { rows: Row[]; explain: QueryExplain } {
-    if (this.keptResults === 0 || onlyId(filter) !== undefined || (exclude !== undefined && exclude.size > 0)) return this.selectRows(c, filter, matcher, sort, want, exclude, sortSpec);
+    if (this.keptResults === 0 || typeof filter._id === 'string' || (exclude !== undefined && exclude.size > 0)) return this.selectRows(c, filter, matcher, sort, want, exclude, sortSpec);
     const key = `${want}|0|${sortSpec === undefined ? '' : encodeJson(sortSpec)}|${encodeJson(filter)}`;
     const kept = c.results.get(key);
     if (kept !== undefined && kept.writes === c.writes && kept.epoch === c.epoch) {
@@ -1044,11 +1044,15 @@ class SqliteStore implements SqliteDocumentStore {
     sortSpec?: SortSpec,
     queryKey?: string,
   ): { rows: Row[]; explain: QueryExplain } {
-    const only = onlyId(filter);
-    if (only !== undefined) {
-      // `{_id: "..."}`: the one row by its id, nothing to plan or test (the commonest read).
-      const row = exclude?.has(only) ? undefined : this.rowById(c, only);
-      const explain: QueryExplain = { plan: 'IDHACK', sql: c.byId?.source ?? '', docsExamined: row ? 1 : 0, docsEvaluated: 0, nReturned: 0, inMemorySort: false };
+    const id = filter._id;
+    if (typeof id === 'string') {
+      // `{_id: "..."}`: the one row by its id, nothing to plan or test (the commonest read). With
+      // more conditions (a write conditional on the version read, say) the row is tested against
+      // them here rather than planned: no other index can narrow one row.
+      const found = exclude?.has(id) ? undefined : this.rowById(c, id);
+      const alone = onlyId(filter) !== undefined;
+      const row = found && (alone || matcher(found.doc)) ? found : undefined;
+      const explain: QueryExplain = { plan: 'IDHACK', sql: c.byId?.source ?? '', docsExamined: found ? 1 : 0, docsEvaluated: found && !alone ? 1 : 0, nReturned: 0, inMemorySort: false };
       return { rows: row && want > 0 ? [row] : [], explain };
     }
     const excludeIds = exclude !== undefined && exclude.size > 0;
