@@ -39,6 +39,8 @@ const MATCH_ALL: Matcher = () => true;
 export function compileFilter(filter: Filter, what = 'filter'): Matcher {
   assertFilter(filter, what);
   if (Object.keys(filter).length === 0) return MATCH_ALL;
+  const equalities = scalarEqualities(filter);
+  if (equalities !== undefined) return (doc) => equalities.every(([field, want]) => equalsOrHolds(doc[field], want));
   // Compiled on first use: building a mingo Query costs tens of microseconds, and plans that an
   // index decides exactly (e.g. an `_id` lookup) never evaluate the filter.
   let query: Query | undefined;
@@ -55,6 +57,27 @@ export function compileFilter(filter: Filter, what = 'filter'): Matcher {
     }
     return full(doc);
   };
+}
+
+/**
+ * The conditions of a filter made only of top-level fields equal to a string, a finite number or a
+ * boolean (`{_id, version}`: a write conditional on the version it read), else undefined. Such a
+ * filter is tested directly: building mingo's query for it costs more than the test.
+ */
+function scalarEqualities(filter: Filter): [string, string | number | boolean][] | undefined {
+  const out: [string, string | number | boolean][] = [];
+  for (const field in filter) {
+    const want = filter[field];
+    if (field.startsWith('$') || field.includes('.')) return undefined;
+    if (typeof want === 'string' || typeof want === 'boolean' || (typeof want === 'number' && Number.isFinite(want))) out.push([field, want]);
+    else return undefined;
+  }
+  return out;
+}
+
+/** MongoDB's equality with a scalar: the value itself, or an array holding it. */
+function equalsOrHolds(value: unknown, want: string | number | boolean): boolean {
+  return value === want || (Array.isArray(value) && value.includes(want));
 }
 
 /** Characters that make a regular expression more than literal text when unescaped. */
