@@ -39,12 +39,22 @@ const MATCH_ALL: Matcher = () => true;
 export function compileFilter(filter: Filter, what = 'filter'): Matcher {
   assertFilter(filter, what);
   if (Object.keys(filter).length === 0) return MATCH_ALL;
-  const equalities = scalarEqualities(filter);
-  if (equalities !== undefined) return (doc) => equalities.every(([field, want]) => equalsOrHolds(doc[field], want));
   // Compiled on first use: building a mingo Query costs tens of microseconds, and plans that an
   // index decides exactly (e.g. an `_id` lookup) never evaluate the filter.
   let query: Query | undefined;
   const full: Matcher = (doc) => (query ??= new Query(filter, { scriptEnabled: false })).test(doc);
+  const direct = directConditions(filter);
+  if (direct !== undefined) {
+    return (doc) => {
+      let answer: boolean | undefined = true;
+      for (const [field, test] of direct) {
+        const one = test(doc[field]);
+        if (one === false) return false;
+        if (one === undefined) answer = undefined;
+      }
+      return answer ?? full(doc);
+    };
+  }
   const literals = literalConditions(filter);
   if (literals.length === 0) return full;
   // Text search over many documents mostly rejects: a substring test turns most documents away
@@ -59,25 +69,116 @@ export function compileFilter(filter: Filter, what = 'filter'): Matcher {
   };
 }
 
+/** A value a direct condition compares with: a string, a finite number or a boolean. */
+type Scalar = string | number | boolean;
+/** One field's condition, tested directly: true, false, or undefined when mingo must decide. */
+type DirectTest = (value: unknown) => boolean | undefined;
+
+const isScalar = (v: unknown): v is Scalar => typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
+
+/** A stored value the direct tests understand: missing, null, a string, a number but NaN, a boolean. */
+const isPlainValue = (v: unknown): boolean => v === undefined || v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && !Number.isNaN(v));
+
 /**
- * The conditions of a filter made only of top-level fields equal to a string, a finite number or a
- * boolean (`{_id, version}`: a write conditional on the version it read), else undefined. Such a
- * filter is tested directly: building mingo's query for it costs more than the test.
+ * `test` on the value, or on each element of an array value (MongoDB matches an array when an
+ * element does); undefined for anything else (sub-documents, dates, nested arrays, NaN).
  */
-function scalarEqualities(filter: Filter): [string, string | number | boolean][] | undefined {
-  const out: [string, string | number | boolean][] = [];
-  for (const field in filter) {
-    const want = filter[field];
-    if (field.startsWith('$') || field.includes('.')) return undefined;
-    if (typeof want === 'string' || typeof want === 'boolean' || (typeof want === 'number' && Number.isFinite(want))) out.push([field, want]);
-    else return undefined;
+function anyValue(value: unknown, test: (v: unknown) => boolean): boolean | undefined {
+  if (Array.isArray(value)) {
+    let hit = false;
+    for (const el of value) {
+      if (!isPlainValue(el)) return undefined;
+      if (!hit && test(el)) hit = true;
+    }
+    return hit;
   }
-  return out;
+  return isPlainValue(value) ? test(value) : undefined;
 }
 
-/** MongoDB's equality with a scalar: the value itself, or an array holding it. */
-function equalsOrHolds(value: unknown, want: string | number | boolean): boolean {
-  return value === want || (Array.isArray(value) && value.includes(want));
+const not = (t: DirectTest): DirectTest => (v) => {
+  const r = t(v);
+  return r === undefined ? undefined : !r;
+};
+
+function comparison(op: string, want: Scalar): DirectTest | undefined {
+  if (typeof want === 'boolean') return undefined;
+  const type = typeof want;
+  const holds =
+    op === '$gt' ? (v: unknown) => typeof v === type && (v as Scalar) > want
+    : op === '$gte' ? (v: unknown) => typeof v === type && (v as Scalar) >= want
+    : op === '$lt' ? (v: unknown) => typeof v === type && (v as Scalar) < want
+    : (v: unknown) => typeof v === type && (v as Scalar) <= want;
+  return (v) => anyValue(v, holds);
+}
+
+/** One operator of a field's condition, or undefined when it is not one tested directly. */
+function directOperator(op: string, arg: unknown): DirectTest | undefined {
+  switch (op) {
+    case '$eq':
+      return isScalar(arg) ? (v) => anyValue(v, (x) => x === arg) : undefined;
+    case '$ne':
+      return isScalar(arg) ? not((v) => anyValue(v, (x) => x === arg)) : undefined;
+    case '$in':
+    case '$nin': {
+      if (!Array.isArray(arg) || !arg.every(isScalar)) return undefined;
+      const set = new Set<unknown>(arg);
+      const t: DirectTest = (v) => anyValue(v, (x) => set.has(x));
+      return op === '$in' ? t : not(t);
+    }
+    case '$gt':
+    case '$gte':
+    case '$lt':
+    case '$lte':
+      return isScalar(arg) ? comparison(op, arg) : undefined;
+    case '$exists':
+      return typeof arg === 'boolean' ? (v) => (v !== undefined) === arg : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The conditions of a filter made only of top-level fields, each equal to a string, a finite number
+ * or a boolean, or held to `$eq`, `$ne`, `$in`, `$nin`, `$gt`, `$gte`, `$lt`, `$lte` of such values
+ * or `$exists` (`{_id, version}`: a write conditional on the version it read; a claim's
+ * `{_id, state, expiresAt: {$gt}}`), else undefined. These are tested directly: building mingo's
+ * query costs more than the test. A stored value they do not cover (a sub-document, a date, NaN)
+ * is left to mingo.
+ */
+function directConditions(filter: Filter): [string, DirectTest][] | undefined {
+  const out: [string, DirectTest][] = [];
+  for (const field in filter) {
+    if (field.startsWith('$') || field.includes('.')) return undefined;
+    const cond = filter[field];
+    if (isScalar(cond)) {
+      out.push([field, (v) => anyValue(v, (x) => x === cond)]);
+      continue;
+    }
+    if (!isPlainObject(cond)) return undefined;
+    const ops = Object.keys(cond);
+    if (ops.length === 0 || !ops.every((op) => op.startsWith('$'))) return undefined;
+    const tests: DirectTest[] = [];
+    for (const op of ops) {
+      const t = directOperator(op, cond[op]);
+      if (t === undefined) return undefined;
+      tests.push(t);
+    }
+    out.push([
+      field,
+      tests.length === 1
+        ? (tests[0] as DirectTest)
+        : (v) => {
+            let answer: boolean | undefined = true;
+            for (const t of tests) {
+              const r = t(v);
+              if (r === false) return false;
+              if (r === undefined) answer = undefined;
+            }
+            return answer;
+          },
+    ]);
+  }
+  return out;
 }
 
 /** Characters that make a regular expression more than literal text when unescaped. */
