@@ -15,7 +15,7 @@ describe('compileFilter: conditions tested without mingo', () => {
   it('give mingo\'s answer for 3,000 random filters of top-level conditions on 60 documents of every value kind', () => {
     const r = rng(11);
     const pick = <T>(list: readonly T[]): T => list[Math.floor(r() * list.length)] as T;
-    const scalars: unknown[] = ['a', 'b', 'ab', '', 'B', 0, 1, -1, 2.5, 10, true, false, null, Number.NaN, Infinity, new Date(0), '2026-01-01T00:00:00.000Z', '2025-06-01T00:00:00.000Z'];
+    const scalars: unknown[] = ['a', 'b', 'ab', '', 'B', 0, 1, -1, 2.5, 10, true, false, null, Number.NaN, Infinity, new Date(0), new Date(86_400_000), new Date(Number.NaN), '2026-01-01T00:00:00.000Z', '2025-06-01T00:00:00.000Z'];
     const stored = (): unknown => {
       const k = r();
       if (k < 0.6) return pick(scalars);
@@ -47,7 +47,7 @@ describe('compileFilter: conditions tested without mingo', () => {
         case 7:
           return { $gte: pick(scalars), $lt: pick(scalars) };
         default:
-          return { $gt: pick(['2026-01-01T00:00:00.000Z', 0, 'a']), $ne: v };
+          return { $gt: pick(['2026-01-01T00:00:00.000Z', 0, 'a', new Date(0)]), $ne: v };
       }
     };
     for (let i = 0; i < 3_000; i++) {

@@ -69,15 +69,21 @@ export function compileFilter(filter: Filter, what = 'filter'): Matcher {
   };
 }
 
-/** A value a direct condition compares with: a string, a finite number or a boolean. */
-type Scalar = string | number | boolean;
+/** A value a direct condition compares with: a string, a finite number, a boolean or a valid date. */
+type Scalar = string | number | boolean | Date;
 /** One field's condition, tested directly: true, false, or undefined when mingo must decide. */
 type DirectTest = (value: unknown) => boolean | undefined;
 
-const isScalar = (v: unknown): v is Scalar => typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
+const isDate = (v: unknown): v is Date => v instanceof Date && !Number.isNaN(v.getTime());
 
-/** A stored value the direct tests understand: missing, null, a string, a number but NaN, a boolean. */
-const isPlainValue = (v: unknown): boolean => v === undefined || v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && !Number.isNaN(v));
+const isScalar = (v: unknown): v is Scalar => typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v)) || isDate(v);
+
+/** A stored value the direct tests understand: missing, null, a string, a number but NaN, a boolean, a valid date. */
+const isPlainValue = (v: unknown): boolean =>
+  v === undefined || v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && !Number.isNaN(v)) || isDate(v);
+
+/** Equality of a plain stored value with a scalar (dates by their time; no other type equals another). */
+const same = (x: unknown, want: Scalar): boolean => (want instanceof Date ? x instanceof Date && x.getTime() === want.getTime() : x === want);
 
 /**
  * `test` on the value, or on each element of an array value (MongoDB matches an array when an
@@ -102,12 +108,16 @@ const not = (t: DirectTest): DirectTest => (v) => {
 
 function comparison(op: string, want: Scalar): DirectTest | undefined {
   if (typeof want === 'boolean') return undefined;
+  // Only values of the operand's type compare (dates as their time).
+  const date = want instanceof Date;
   const type = typeof want;
+  const bound = date ? want.getTime() : (want as string | number);
+  const of = date ? (v: unknown) => (v instanceof Date ? v.getTime() : undefined) : (v: unknown) => (typeof v === type ? (v as string | number) : undefined);
   const holds =
-    op === '$gt' ? (v: unknown) => typeof v === type && (v as Scalar) > want
-    : op === '$gte' ? (v: unknown) => typeof v === type && (v as Scalar) >= want
-    : op === '$lt' ? (v: unknown) => typeof v === type && (v as Scalar) < want
-    : (v: unknown) => typeof v === type && (v as Scalar) <= want;
+    op === '$gt' ? (v: unknown) => { const x = of(v); return x !== undefined && x > bound; }
+    : op === '$gte' ? (v: unknown) => { const x = of(v); return x !== undefined && x >= bound; }
+    : op === '$lt' ? (v: unknown) => { const x = of(v); return x !== undefined && x < bound; }
+    : (v: unknown) => { const x = of(v); return x !== undefined && x <= bound; };
   return (v) => anyValue(v, holds);
 }
 
@@ -115,14 +125,15 @@ function comparison(op: string, want: Scalar): DirectTest | undefined {
 function directOperator(op: string, arg: unknown): DirectTest | undefined {
   switch (op) {
     case '$eq':
-      return isScalar(arg) ? (v) => anyValue(v, (x) => x === arg) : undefined;
+      return isScalar(arg) ? (v) => anyValue(v, (x) => same(x, arg)) : undefined;
     case '$ne':
-      return isScalar(arg) ? not((v) => anyValue(v, (x) => x === arg)) : undefined;
+      return isScalar(arg) ? not((v) => anyValue(v, (x) => same(x, arg))) : undefined;
     case '$in':
     case '$nin': {
       if (!Array.isArray(arg) || !arg.every(isScalar)) return undefined;
-      const set = new Set<unknown>(arg);
-      const t: DirectTest = (v) => anyValue(v, (x) => set.has(x));
+      const set = new Set<unknown>(arg.filter((a) => !(a instanceof Date)));
+      const times = new Set<number>(arg.flatMap((a) => (a instanceof Date ? [a.getTime()] : [])));
+      const t: DirectTest = (v) => anyValue(v, (x) => (x instanceof Date ? times.has(x.getTime()) : set.has(x)));
       return op === '$in' ? t : not(t);
     }
     case '$gt':
@@ -139,10 +150,10 @@ function directOperator(op: string, arg: unknown): DirectTest | undefined {
 
 /**
  * The conditions of a filter made only of top-level fields, each equal to a string, a finite number
- * or a boolean, or held to `$eq`, `$ne`, `$in`, `$nin`, `$gt`, `$gte`, `$lt`, `$lte` of such values
+ * a boolean or a date, or held to `$eq`, `$ne`, `$in`, `$nin`, `$gt`, `$gte`, `$lt`, `$lte` of such values
  * or `$exists` (`{_id, version}`: a write conditional on the version it read; a claim's
  * `{_id, state, expiresAt: {$gt}}`), else undefined. These are tested directly: building mingo's
- * query costs more than the test. A stored value they do not cover (a sub-document, a date, NaN)
+ * query costs more than the test. A stored value they do not cover (a sub-document, NaN, an invalid date)
  * is left to mingo.
  */
 function directConditions(filter: Filter): [string, DirectTest][] | undefined {
@@ -151,7 +162,7 @@ function directConditions(filter: Filter): [string, DirectTest][] | undefined {
     if (field.startsWith('$') || field.includes('.')) return undefined;
     const cond = filter[field];
     if (isScalar(cond)) {
-      out.push([field, (v) => anyValue(v, (x) => x === cond)]);
+      out.push([field, (v) => anyValue(v, (x) => same(x, cond))]);
       continue;
     }
     if (!isPlainObject(cond)) return undefined;
