@@ -141,10 +141,21 @@ export interface DocumentStore {
    * conflict (TransactionConflictError) up to a bounded number of attempts. Anything else thrown
    * by `fn` aborts the transaction and is rethrown. `fn` must be safe to run more than once.
    */
-  withTransaction<R>(fn: (session: StoreSession) => Promise<R>): Promise<R>;
+  withTransaction<R>(fn: (session: StoreSession) => Promise<R>, options?: TransactionOptions): Promise<R>;
   /** Resolves when the backend answers; rejects otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface TransactionOptions {
+  /**
+   * Called once, when the transaction has committed: every later read and transaction of this
+   * store sees its writes. The returned promise may resolve later (the embedded store resolves once
+   * the commit is on disk; a commit that is visible but not yet flushed is lost with everything
+   * after it, never alone). A caller that runs transactions one at a time (on one counter, say)
+   * can start the next here instead of waiting for the disk. Not called when the transaction fails.
+   */
+  onCommitted?: () => void;
 }
 
 /** A unique index (or `_id`) was violated. */

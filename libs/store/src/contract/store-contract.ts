@@ -846,6 +846,46 @@ export function describeStoreContract(adapterName: string, open: () => Promise<D
         expect(await c.find({})).toEqual([{ _id: 'a', n: 1 }]);
       });
 
+      it('transaction: onCommitted is called once, after the commit (its writes visible) and before the promise resolves; never for a failed transaction', async () => {
+        const c = await seeded([{ _id: 'counter', n: 1 }]);
+        const seen: string[] = [];
+        let visible: unknown;
+        const done = store
+          .withTransaction(
+            async (session) => {
+              await c.updateOne({ _id: 'counter' }, { $inc: { n: 1 } }, { session });
+              seen.push('fn');
+            },
+            {
+              onCommitted: () => {
+                seen.push('committed');
+                // The next transaction can start here and read what this one wrote.
+                visible = store.withTransaction(async (session) => (await c.findOne({ _id: 'counter' }, { session }))?.n);
+              },
+            },
+          )
+          .then(() => seen.push('resolved'));
+        await done;
+        expect(seen).toEqual(['fn', 'committed', 'resolved']);
+        expect(await visible).toBe(2);
+        const failed: string[] = [];
+        await expect(
+          store.withTransaction(
+            async (session) => {
+              await c.updateOne({ _id: 'counter' }, { $inc: { n: 1 } }, { session });
+              throw new Error('boom');
+            },
+            { onCommitted: () => failed.push('committed') },
+          ),
+        ).rejects.toThrow('boom');
+        await rejectsDuplicate(
+          store.withTransaction(async (session) => c.insertOne({ _id: 'counter' }, { session }), { onCommitted: () => failed.push('committed') }),
+          '_id_',
+        );
+        expect(failed).toEqual([]);
+        expect((await c.findOne({ _id: 'counter' }))?.n).toBe(2);
+      });
+
       it('transaction: a duplicate key inside rejects with DuplicateKeyError and applies nothing', async () => {
         const c = await seeded([{ _id: 'a' }]);
         const other = await seeded([{ _id: 'seed' }]);

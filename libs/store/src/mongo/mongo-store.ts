@@ -31,6 +31,7 @@ import {
   type SessionOption,
   type StoreSession,
   type StoredDocument,
+  type TransactionOptions,
   type Update,
   type UpdateOptions,
   type UpdateResult,
@@ -152,7 +153,7 @@ class MongoStore implements DocumentStore {
     return clientSession;
   }
 
-  async withTransaction<R>(fn: (session: StoreSession) => Promise<R>): Promise<R> {
+  async withTransaction<R>(fn: (session: StoreSession) => Promise<R>, options?: TransactionOptions): Promise<R> {
     const clientSession = this.client.startSession();
     try {
       for (let attempt = 1; ; attempt++) {
@@ -172,6 +173,7 @@ class MongoStore implements DocumentStore {
             throw err;
           }
           await commitWithRetry(clientSession);
+          options?.onCommitted?.();
           return result;
         } catch (err) {
           if (clientSession.inTransaction()) await abortQuietly(clientSession);

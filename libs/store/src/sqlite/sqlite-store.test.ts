@@ -111,6 +111,50 @@ describe('sqlite store: files', () => {
     });
   });
 
+  it('durability: a transaction\'s onCommitted runs before its flush; a transaction it starts reads the commit, and both resolve with one flush', async () => {
+    const file = path.join(tempDir(), 'store.sqlite');
+    await withStore(createSqliteStore({ path: file }), async (store) => {
+      const c = store.collection('counter');
+      await c.insertOne({ _id: 'n', n: 0 });
+      const held: (() => void)[] = [];
+      const real = fs.fdatasync;
+      const spy = vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, callback: (err: NodeJS.ErrnoException | null) => void) => {
+        held.push(() => real(fd, callback));
+      }) as typeof fs.fdatasync);
+      const settled: string[] = [];
+      try {
+        const bump = (label: string, next?: () => void): Promise<void> =>
+          store
+            .withTransaction(
+              async (session) => {
+                const doc = await c.findOne({ _id: 'n' }, { session });
+                await c.updateOne({ _id: 'n' }, { $set: { n: (doc?.n as number) + 1 } }, { session });
+              },
+              { onCommitted: () => (settled.push(`${label} committed`), next?.()) },
+            )
+            .then(() => void settled.push(`${label} resolved`));
+        let second: Promise<void> | undefined;
+        const first = bump('first', () => {
+          second = bump('second');
+        });
+        for (let i = 0; i < 10 && !settled.includes('second committed'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+        // Both committed (the second read the first's counter) while the first flush is held.
+        expect(settled).toEqual(['first committed', 'second committed']);
+        expect(held.length).toBeGreaterThanOrEqual(1);
+        while (held.length > 0) (held.shift() as () => void)();
+        await first;
+        for (let i = 0; i < 10 && held.length === 0 && !settled.includes('second resolved'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+        while (held.length > 0) (held.shift() as () => void)();
+        await second;
+        expect(settled.slice(2).sort()).toEqual(['first resolved', 'second resolved']);
+        expect((await c.findOne({ _id: 'n' }))?.n).toBe(2);
+      } finally {
+        spy.mockRestore();
+        for (const h of held.splice(0)) h();
+      }
+    });
+  });
+
   it('durability: a read waits only for unflushed commits that changed the collection it reads', async () => {
     const file = path.join(tempDir(), 'store.sqlite');
     await withStore(createSqliteStore({ path: file }), async (store) => {

@@ -46,6 +46,7 @@ import {
   type SortSpec,
   type StoreSession,
   type StoredDocument,
+  type TransactionOptions,
   type Update,
   type UpdateOptions,
   type UpdateResult,
@@ -119,8 +120,11 @@ export interface SqliteCollection<T extends StoredDocument = StoredDocument> ext
 export interface StoreTransaction {
   readonly session: StoreSession;
   readonly state: 'active' | 'committed' | 'aborted';
-  /** Validates and applies every buffered write at once; throws TransactionConflictError or DuplicateKeyError (the transaction has ended either way). */
-  commit(): Promise<void>;
+  /**
+   * Validates and applies every buffered write at once; throws TransactionConflictError or
+   * DuplicateKeyError (the transaction has ended either way). `onCommitted`: see TransactionOptions.
+   */
+  commit(onCommitted?: () => void): Promise<void>;
   abort(): void;
 }
 
@@ -484,7 +488,7 @@ class SqliteStore implements SqliteDocumentStore {
   private versionReserved = 0;
   private closed = false;
   /** Writes waiting to be applied together (see `write`). */
-  private queued: { fn: () => unknown; resolve: (value: unknown) => void; reject: (err: unknown) => void }[] = [];
+  private queued: { fn: () => unknown; resolve: (value: unknown) => void; reject: (err: unknown) => void; applied?: (() => void) | undefined }[] = [];
   private drainScheduled = false;
   /**
    * Runs its argument as one SQLite transaction, or as a savepoint inside the running one
@@ -717,14 +721,14 @@ class SqliteStore implements SqliteDocumentStore {
    * its events back behind all the turn's I/O: under a stream of writes the event consumers fell
    * seconds behind and more memory was held. The disk flush still gathers a whole turn's commits.)
    */
-  write<R>(fn: () => R): Promise<R> {
+  write<R>(fn: () => R, applied?: () => void): Promise<R> {
     try {
       this.assertUsable();
     } catch (err) {
       return Promise.reject(err as Error);
     }
     return new Promise<R>((resolve, reject) => {
-      this.queued.push({ fn, resolve: resolve as (value: unknown) => void, reject });
+      this.queued.push({ fn, resolve: resolve as (value: unknown) => void, reject, applied });
       if (!this.drainScheduled) {
         this.drainScheduled = true;
         queueMicrotask(() => this.drain());
@@ -782,7 +786,11 @@ class SqliteStore implements SqliteDocumentStore {
     batch.forEach((w, i) => {
       const outcome = outcomes[i] as (typeof outcomes)[number];
       if (!outcome.ok) w.reject(outcome.err);
-      else flushed.then(() => w.resolve(outcome.value), w.reject);
+      else {
+        // Committed and visible to every later statement; on disk once `flushed` resolves.
+        w.applied?.();
+        flushed.then(() => w.resolve(outcome.value), w.reject);
+      }
     });
   }
 
@@ -1630,17 +1638,18 @@ class SqliteStore implements SqliteDocumentStore {
       get state() {
         return tx.state;
       },
-      commit: async () => {
+      commit: async (onCommitted?: () => void) => {
         try {
           if (tx.state !== 'active') throw new Error(`transaction ${tx.session.id} has already ended`);
           if (tx.conflict) throw new TransactionConflictError();
           const writes = [...tx.colls].filter(([, tc]) => tc.writes.size > 0);
           if (writes.length === 0) {
             tx.state = 'committed';
+            onCommitted?.();
             await this.read(() => undefined);
             return;
           }
-          await this.write(() => this.commit(tx, writes));
+          await this.write(() => this.commit(tx, writes), onCommitted);
           tx.state = 'committed';
         } finally {
           if (tx.state === 'active') tx.state = 'aborted';
@@ -1652,13 +1661,13 @@ class SqliteStore implements SqliteDocumentStore {
     };
   }
 
-  async withTransaction<R>(fn: (session: StoreSession) => Promise<R>): Promise<R> {
+  async withTransaction<R>(fn: (session: StoreSession) => Promise<R>, options?: TransactionOptions): Promise<R> {
     if (typeof fn !== 'function') throw new TypeError('withTransaction needs a function');
     for (let attempt = 1; ; attempt++) {
       const tx = this.beginTransaction();
       try {
         const result = await fn(tx.session);
-        await tx.commit();
+        await tx.commit(options?.onCommitted);
         return result;
       } catch (err) {
         tx.abort();

@@ -151,7 +151,7 @@ export class ClaimRepository {
   async insertMetered(record: ClaimRecord, meter: UsageMeter, limit: number | null, now: Date): Promise<MeteredInsert> {
     const metered: ClaimRecord = { ...record, meteredPeriod: quotaPeriod(now) };
     try {
-      return await this.metered(record.workspaceId, () =>
+      return await this.metered(record.workspaceId, (committed) =>
         this.store.withTransaction(async (session) => {
           try {
             await this.claims.insertOne(metered, { session });
@@ -163,7 +163,7 @@ export class ClaimRepository {
           if (!decision.allowed) throw new Denied(decision);
           if (decision.period !== metered.meteredPeriod) throw new Error(`metered period ${decision.period} is not the claim's ${metered.meteredPeriod}`);
           return { ok: true as const, decision };
-        }),
+        }, { onCommitted: committed }),
       );
     } catch (err) {
       if (err instanceof Denied) return { ok: false, denied: err.decision };
@@ -175,16 +175,25 @@ export class ClaimRepository {
   /**
    * Every claim of a workspace writes the same counter: concurrent transactions on it would
    * mostly lose the write conflict and retry. One at a time per workspace in this process keeps
-   * them from colliding; replicas still may, and the transaction's retry handles that.
+   * them from colliding; replicas still may, and the transaction's retry handles that. The next
+   * claim's transaction starts once this one has committed (`committed`, given to the store as
+   * `onCommitted`), not once the commit is on disk: it reads the counter as committed, and the
+   * commits reach the disk in order, so claims of a workspace share flushes instead of each
+   * waiting for its own.
    */
-  private async metered<R>(workspaceId: string, work: () => Promise<R>): Promise<R> {
+  private async metered<R>(workspaceId: string, work: (committed: () => void) => Promise<R>): Promise<R> {
     const previous = this.metering.get(workspaceId) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(work);
-    this.metering.set(workspaceId, run);
+    let release!: () => void;
+    const turn = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    this.metering.set(workspaceId, turn);
     try {
-      return await run;
+      await previous;
+      return await work(release);
     } finally {
-      if (this.metering.get(workspaceId) === run) this.metering.delete(workspaceId);
+      release();
+      if (this.metering.get(workspaceId) === turn) this.metering.delete(workspaceId);
     }
   }
 
