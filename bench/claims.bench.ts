@@ -307,7 +307,8 @@ const bench: Bench = {
         'the race (against two partial unique indexes), the agent-run counter and the claim updated in one transaction, ' +
         'the move itself with the claim mirrored on the task, and the claim marked started with its event. Claims of one ' +
         'workspace meter one at a time per process (they all write the counter of the month; in parallel the transactions ' +
-        'would mostly collide and retry), which bounds the claim rate of a workspace per process but keeps the tail short. A lost race ' +
+        'would mostly collide and retry), which bounds the claim rate of a workspace per process but keeps the tail short; ' +
+        'the next one starts as soon as the previous one has committed, not once its commit is on disk, so they share flushes. A lost race ' +
         'stops at the first check that sees the winner (the task read or the insert), so race attempts are cheaper than ' +
         'winning claims.',
       '',
