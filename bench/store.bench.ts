@@ -246,7 +246,11 @@ function render(r: Results, done: boolean): string {
         'in batches of 128 changed rows (or 20 ms after writes pause), since FTS5 writes a segment at every commit that touches it; until then text ' +
         'queries also test the pending rows. Writes queued before the store\'s next microtask (those the same run of code made: one request\'s, or writers ' +
         'resumed together) commit in one SQLite transaction, a savepoint each, so the pages they share are written to the write-ahead log once per ' +
-        'batch rather than once per write; a file store\'s disk flush gathers every commit of a turn of the event loop.',
+        'batch rather than once per write; a file store\'s disk flush gathers every commit of a turn of the event loop. An update of top-level ' +
+        'fields (what every repository write sends) is applied to a shallow copy without mingo, and the conditions writes and lookups make ' +
+        '(`{_id, version}`, a claim\'s `{_id, state, expiresAt: {$gt}}`: equalities, `$in`, ranges on strings, numbers and dates) are tested ' +
+        'directly on the row read by id, without building a mingo query. Claims of a workspace take their metering transactions one at a time, ' +
+        'each starting once the one before has committed (not once it is on disk), so on a file they share flushes.',
       '',
       '| workload | old | SQLite in memory | SQLite on a file (flushed before it resolves) | in memory: SQLite / old |',
       '|---|---:|---:|---:|---:|',
