@@ -122,9 +122,12 @@ describe('nats bus', () => {
     const consumer = await survivor.consume(options, async (d) => {
       got.push(d);
     });
-    await until(() => got.length >= 3, 'the redeliveries');
+    // Delivery is at least once: on a loaded machine an ack can cross the ack wait and the same
+    // message arrive twice; what must hold is that every held message comes back.
+    const distinct = (): string[] => [...new Set(got.map((d) => d.event.id))].sort();
+    await until(() => distinct().length >= 3, 'the redeliveries');
     await consumer.stop();
-    expect(got.map((d) => d.event.id).sort()).toEqual(sent.map((e) => e.id).sort());
+    expect(distinct()).toEqual(sent.map((e) => e.id).sort());
     expect(got.every((d) => d.deliveryCount >= 2)).toBe(true);
     await expect(doomed.close()).resolves.toBeUndefined();
   });
