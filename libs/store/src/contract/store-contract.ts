@@ -884,6 +884,18 @@ export function describeStoreContract(adapterName: string, open: () => Promise<D
         );
         expect(failed).toEqual([]);
         expect((await c.findOne({ _id: 'counter' }))?.n).toBe(2);
+        // A callback that throws changes nothing about the commit: the transaction resolves, and
+        // so does a write committed with it.
+        const beside = c.insertOne({ _id: 'beside' });
+        await expect(
+          store.withTransaction(async (session) => c.updateOne({ _id: 'counter' }, { $inc: { n: 1 } }, { session }), {
+            onCommitted: () => {
+              throw new Error('callback failed');
+            },
+          }),
+        ).resolves.toMatchObject({ modifiedCount: 1 });
+        await beside;
+        expect((await c.findOne({ _id: 'counter' }))?.n).toBe(3);
       });
 
       it('transaction: a duplicate key inside rejects with DuplicateKeyError and applies nothing', async () => {

@@ -173,7 +173,12 @@ class MongoStore implements DocumentStore {
             throw err;
           }
           await commitWithRetry(clientSession);
-          options?.onCommitted?.();
+          try {
+            options?.onCommitted?.();
+          } catch (err) {
+            // Committed: a throwing callback must not make the caller think otherwise.
+            process.emitWarning(`store: an onCommitted callback threw: ${(err as Error).message}`);
+          }
           return result;
         } catch (err) {
           if (clientSession.inTransaction()) await abortQuietly(clientSession);

@@ -38,6 +38,16 @@ async function withStore<R>(store: SqliteDocumentStore, fn: (store: SqliteDocume
 describeStoreContract('sqlite in memory', async () => createSqliteStore({ path: ':memory:' }));
 describeStoreContract('sqlite file', async () => createSqliteStore({ path: path.join(tempDir(), 'store.sqlite') }));
 
+/** Holds every write-ahead-log flush until the test runs it (`held`); `spy.mockRestore()` lets flushes through again. */
+function holdFlushes(): { held: (() => void)[]; spy: { mockRestore(): void } } {
+  const held: (() => void)[] = [];
+  const real = fs.fdatasync;
+  const spy = vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, callback: (err: NodeJS.ErrnoException | null) => void) => {
+    held.push(() => real(fd, callback));
+  }) as typeof fs.fdatasync);
+  return { held, spy };
+}
+
 describe('sqlite store: files', () => {
   it('persistence: documents, indexes and their rules survive closing and reopening', async () => {
     const file = path.join(tempDir(), 'data', 'store.sqlite');
@@ -116,11 +126,7 @@ describe('sqlite store: files', () => {
     await withStore(createSqliteStore({ path: file }), async (store) => {
       const c = store.collection('counter');
       await c.insertOne({ _id: 'n', n: 0 });
-      const held: (() => void)[] = [];
-      const real = fs.fdatasync;
-      const spy = vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, callback: (err: NodeJS.ErrnoException | null) => void) => {
-        held.push(() => real(fd, callback));
-      }) as typeof fs.fdatasync);
+      const { held, spy } = holdFlushes();
       const settled: string[] = [];
       try {
         const bump = (label: string, next?: () => void): Promise<void> =>
@@ -164,11 +170,7 @@ describe('sqlite store: files', () => {
       await tasks.insertOne({ _id: 't1', n: 1 });
       await audit.insertOne({ _id: 'a0' });
       await outbox.insertOne({ _id: 'o0' });
-      const held: (() => void)[] = [];
-      const real = fs.fdatasync;
-      const spy = vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, callback: (err: NodeJS.ErrnoException | null) => void) => {
-        held.push(() => real(fd, callback));
-      }) as typeof fs.fdatasync);
+      const { held, spy } = holdFlushes();
       const settled: string[] = [];
       const tick = () => new Promise((resolve) => setTimeout(resolve, 10));
       try {

@@ -787,8 +787,13 @@ class SqliteStore implements SqliteDocumentStore {
       const outcome = outcomes[i] as (typeof outcomes)[number];
       if (!outcome.ok) w.reject(outcome.err);
       else {
-        // Committed and visible to every later statement; on disk once `flushed` resolves.
-        w.applied?.();
+        // Committed and visible to every later statement; on disk once `flushed` resolves. A
+        // caller's callback that throws must not keep the rest of the batch from resolving.
+        try {
+          w.applied?.();
+        } catch (err) {
+          process.emitWarning(`store: an onCommitted callback threw: ${(err as Error).message}`);
+        }
         flushed.then(() => w.resolve(outcome.value), w.reject);
       }
     });
