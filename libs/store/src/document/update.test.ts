@@ -100,3 +100,35 @@ describe('applyUpdate: flat updates ($set, $setOnInsert, $unset of top-level fie
     expect(compileUpdate({ $set: { a: 1 }, $unset: { b: '' }, $setOnInsert: { c: 1 } }).flat).toBe(true);
   });
 });
+
+describe('compileUpdate: paths', () => {
+  it('refuses the same field paths, with the same messages, whether a path is one segment (checked without splitting) or dotted', () => {
+    expect(() => compileUpdate({ $set: { '': 1 } })).toThrow("$set: empty field path");
+    const own = Object.defineProperty({}, '__proto__', { value: 1, enumerable: true });
+    expect(() => compileUpdate({ $set: own })).toThrow("$set: field path '__proto__' is not allowed");
+    expect(() => compileUpdate({ $set: { 'a.__proto__': 1 } })).toThrow("$set: field path 'a.__proto__' is not allowed");
+    expect(() => compileUpdate({ $set: { $x: 1 } })).toThrow("$set: field path '$x' must not contain '$' segments other than positional operators");
+    expect(() => compileUpdate({ $set: { $: 1 } })).toThrow("$set: field path '$' must not contain '$' segments other than positional operators");
+    expect(() => compileUpdate({ $set: { 'a.$x': 1 } })).toThrow("$set: field path 'a.$x' must not contain '$' segments other than positional operators");
+    expect(() => compileUpdate({ $set: { 'a..b': 1 } })).toThrow("$set: invalid field path 'a..b'");
+  });
+
+  it('finds conflicts between top-level fields across operators as between dotted paths', () => {
+    expect(() => compileUpdate({ $set: { a: 1 }, $unset: { a: '' } })).toThrow("Updating the path 'a' would create a conflict at 'a'");
+    expect(() => compileUpdate({ $set: { a: 1 }, $inc: { a: 1 } })).toThrow("Updating the path 'a' would create a conflict at 'a'");
+    expect(() => compileUpdate({ $set: { a: 1, 'a.b': 2 } })).toThrow("Updating the path 'a.b' would create a conflict at 'a'");
+    expect(() => compileUpdate({ $set: { a: 1, b: 2 }, $unset: { c: '' } })).not.toThrow();
+    // A field given as undefined is dropped before the check (the driver's ignoreUndefined).
+    expect(() => compileUpdate({ $set: { a: undefined }, $inc: { a: 1 } })).not.toThrow();
+  });
+
+  it('marks what the flat fast path cannot take: numeric segments, positional operators, dotted paths, other operators', () => {
+    expect(compileUpdate({ $set: { a: 1, b: 'x' }, $unset: { c: '' } })).toMatchObject({ flat: true, numeric: false, positional: false });
+    expect(compileUpdate({ $set: { '0': 1 } })).toMatchObject({ flat: true, numeric: true });
+    expect(compileUpdate({ $set: { 'a.0': 1 } })).toMatchObject({ flat: false, numeric: true });
+    expect(compileUpdate({ $set: { 'a.$': 1 } })).toMatchObject({ flat: false, positional: true });
+    expect(compileUpdate({ $set: { 'a.b': 1 } })).toMatchObject({ flat: false, numeric: false, positional: false });
+    expect(compileUpdate({ $inc: { a: 1 } })).toMatchObject({ flat: false });
+    expect(() => compileUpdate({ $inc: { a: 'one' } })).toThrow('$inc.a: Cannot increment with non-numeric argument');
+  });
+});

@@ -46,6 +46,15 @@ function assertUpdatePath(path: string, op: string): void {
   });
 }
 
+const NUMERIC_SEGMENT = /^\d+$/;
+
+/** assertUpdatePath for a path without dots (one segment: never positional, so no `$` at all). */
+function assertTopLevelUpdatePath(path: string, op: string): void {
+  if (path === '') throw new TypeError(`${op}: empty field path`);
+  if (path === '__proto__') throw new TypeError(`${op}: field path '${path}' is not allowed`);
+  if (path.charCodeAt(0) === 36 /* $ */) throw new TypeError(`${op}: field path '${path}' must not contain '$' segments other than positional operators`);
+}
+
 export function compileUpdate(update: Update): CompiledUpdate {
   if (!isPlainObject(update)) throw new TypeError('update must be a plain object of update operators');
   const keys = Object.keys(update);
@@ -58,6 +67,7 @@ export function compileUpdate(update: Update): CompiledUpdate {
   let positional = false;
   let numeric = false;
   let flat = true;
+  let dotted = false;
   const seen: string[] = [];
   for (const op of keys) {
     if (!SUPPORTED.has(op)) throw new TypeError(`unsupported update operator ${op} (supported: ${UPDATE_OPERATORS.join(', ')})`);
@@ -65,26 +75,34 @@ export function compileUpdate(update: Update): CompiledUpdate {
     if (!isPlainObject(arg)) throw new TypeError(`${op} needs a plain object of field paths`);
     if (op !== '$set' && op !== '$setOnInsert' && op !== '$unset') flat = false;
     const normalized: Record<string, unknown> = {};
-    for (const [path, raw] of Object.entries(arg)) {
-      assertUpdatePath(path, op);
-      if (path.split('.').some((s) => s === '$')) positional = true;
-      if (path.split('.').some((s) => /^\d+$/.test(s))) numeric = true;
-      if (path.includes('.')) flat = false;
+    for (const path of Object.keys(arg)) {
+      const raw = arg[path];
+      if (path.includes('.')) {
+        assertUpdatePath(path, op);
+        const segs = path.split('.');
+        if (segs.some((s) => s === '$')) positional = true;
+        if (segs.some((s) => NUMERIC_SEGMENT.test(s))) numeric = true;
+        flat = false;
+        dotted = true;
+      } else {
+        // A top-level field (what repository writes name): the same checks without splitting.
+        assertTopLevelUpdatePath(path, op);
+        if (NUMERIC_SEGMENT.test(path)) numeric = true;
+      }
       if (raw === undefined && op !== '$unset') continue; // dropped like the driver's ignoreUndefined
       normalized[path] = normalizeOperand(op as UpdateOperator, path, raw);
       seen.push(path);
     }
     ops.set(op as UpdateOperator, normalized);
   }
-  assertNoConflicts(seen);
+  assertNoConflicts(seen, dotted);
   return { ops, positional, numeric, flat };
 }
 
 function normalizeOperand(op: UpdateOperator, path: string, raw: unknown): unknown {
-  const where = `${op}.${path}`;
   switch (op) {
     case '$inc':
-      if (typeof raw !== 'number') throw new TypeError(`${where}: Cannot increment with non-numeric argument`);
+      if (typeof raw !== 'number') throw new TypeError(`${op}.${path}: Cannot increment with non-numeric argument`);
       return raw;
     case '$unset':
       return '';
@@ -92,7 +110,7 @@ function normalizeOperand(op: UpdateOperator, path: string, raw: unknown): unkno
       if (isPlainObject(raw)) {
         // A condition (`{$gte: 3}`) or a sub-document query (`{kind: 'x'}`): both are filters.
         const asQuery = Object.keys(raw).some((k) => k.startsWith('$')) ? { v: raw } : raw;
-        assertFilter(asQuery, where);
+        assertFilter(asQuery, `${op}.${path}`);
         return raw;
       }
       if (raw instanceof RegExp) return raw;
@@ -104,16 +122,16 @@ function normalizeOperand(op: UpdateOperator, path: string, raw: unknown): unkno
         const mods = Object.keys(raw);
         const allowed = op === '$push' ? PUSH_MODIFIERS : new Set(['$each']);
         const bad = mods.find((m) => !allowed.has(m));
-        if (bad !== undefined) throw new TypeError(`${where}: unsupported modifier ${bad} (supported: ${[...allowed].join(', ')})`);
-        if (!Array.isArray(raw.$each)) throw new TypeError(`${where}: $each must be an array`);
-        if ('$slice' in raw && !Number.isInteger(raw.$slice)) throw new TypeError(`${where}: $slice must be an integer`);
-        if ('$position' in raw && !Number.isInteger(raw.$position)) throw new TypeError(`${where}: $position must be an integer`);
+        if (bad !== undefined) throw new TypeError(`${op}.${path}: unsupported modifier ${bad} (supported: ${[...allowed].join(', ')})`);
+        if (!Array.isArray(raw.$each)) throw new TypeError(`${op}.${path}: $each must be an array`);
+        if ('$slice' in raw && !Number.isInteger(raw.$slice)) throw new TypeError(`${op}.${path}: $slice must be an integer`);
+        if ('$position' in raw && !Number.isInteger(raw.$position)) throw new TypeError(`${op}.${path}: $position must be an integer`);
         if ('$sort' in raw) {
           const s = raw.$sort;
           const okDir = (d: unknown): boolean => d === 1 || d === -1;
           // mingo sorts pushed arrays by one key only; refuse more rather than sort differently.
           if (!okDir(s) && !(isPlainObject(s) && Object.values(s).length === 1 && Object.values(s).every(okDir))) {
-            throw new TypeError(`${where}: $sort must be 1, -1 or a single-field {field: 1|-1} document`);
+            throw new TypeError(`${op}.${path}: $sort must be 1, -1 or a single-field {field: 1|-1} document`);
           }
         }
         return { ...raw, $each: normalizeValue(raw.$each, path) };
@@ -125,7 +143,16 @@ function normalizeOperand(op: UpdateOperator, path: string, raw: unknown): unkno
   }
 }
 
-function assertNoConflicts(paths: string[]): void {
+function assertNoConflicts(paths: string[], dotted: boolean): void {
+  if (!dotted) {
+    // Top-level fields only: two paths conflict only when they are the same field.
+    const fields = new Set<string>();
+    for (const p of paths) {
+      if (fields.has(p)) throw new TypeError(`Updating the path '${p}' would create a conflict at '${p}'`);
+      fields.add(p);
+    }
+    return;
+  }
   const sorted = paths.map((p) => p.split('.').filter((s) => !isPositionalSegment(s)).join('.')).sort();
   for (let i = 1; i < sorted.length; i++) {
     const a = sorted[i - 1] as string;
@@ -315,7 +342,7 @@ export function upsertSeed(filter: Filter, update: CompiledUpdate): Doc {
     }
   };
   visit(filter);
-  assertNoConflicts(assigned);
+  assertNoConflicts(assigned, assigned.some((p) => p.includes('.')));
   if (!('_id' in seed)) {
     const fromUpdate = update.ops.get('$setOnInsert')?._id ?? update.ops.get('$set')?._id;
     if (fromUpdate !== undefined) seed._id = fromUpdate;

@@ -202,6 +202,8 @@ interface TextState extends PlannerText {
   /** Rows in the pending table (about: a rolled-back write may leave it high until the next flush). */
   pendingRows: number;
   markPending?: Statement;
+  /** The pending rows with their text (pendingTextsSql). */
+  pendingDocs?: Statement;
   /** Documents per trigram as last counted, with `changes` then (estimates for the planner). */
   counts: Map<string, { n: number; at: number }>;
 }
@@ -397,6 +399,13 @@ interface IndexEntries {
 
 const keyString = (key: readonly Buffer[]): string => (key.length === 1 ? (key[0] as Buffer).toString('latin1') : key.map((b) => b.toString('latin1')).join('\u0100'));
 
+/** Whether two encoded keys are the same, field by field. */
+function sameKey(a: readonly Buffer[], b: readonly Buffer[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!(a[i] as Buffer).equals(b[i] as Buffer)) return false;
+  return true;
+}
+
 function dedupe(values: unknown[]): Buffer[] {
   const seen = new Map<string, Buffer>();
   for (const v of values) {
@@ -454,6 +463,26 @@ function sameIndexedValues(idx: IndexState, a: Doc, b: Doc): boolean {
 function sameScalar(x: unknown, y: unknown): boolean {
   if (x === y) return x === null || typeof x !== 'object';
   return x instanceof Date && y instanceof Date && x.getTime() === y.getTime();
+}
+
+/**
+ * The pending rows of a substring index with what `indexTexts` needs of each: for a top-level
+ * field SQLite can address, the field's string itself (`text`; no string there: no text, as
+ * `textOf` finds none in a number, a boolean, null or a missing field), and the whole document
+ * (`doc`) only when the field holds an array or an object (`textOf` reads those), the path is
+ * nested (it may pass through arrays, which a JSON path does not), or the string came back with
+ * U+FFFD (a lone surrogate in the stored JSON, which SQLite cannot return as UTF-8): each
+ * indexed exactly as `textOf` reads the decoded document, without decoding the rest.
+ */
+function pendingTextsSql(t: TextState, table: string): string {
+  const head = `SELECT q.rid AS rid, q.indexed AS indexed`;
+  const from = `FROM ${t.pending} AS q LEFT JOIN ${table} AS c ON c.rid = q.rid`;
+  if (t.segs.length !== 1 || !addressable(t.segs)) return `${head}, NULL AS text, json(c.doc) AS doc ${from}`;
+  const path = jsonPathSql(t.segs);
+  return (
+    `${head}, json_extract(c.doc, ${path}) AS text, ` +
+    `CASE WHEN json_type(c.doc, ${path}) IN ('array', 'object') OR instr(json_extract(c.doc, ${path}), char(65533)) > 0 THEN json(c.doc) END AS doc ${from}`
+  );
 }
 
 function textOf(t: TextState, doc: Doc | null): string | undefined {
@@ -851,16 +880,13 @@ class SqliteStore implements SqliteDocumentStore {
       this.textsPending.delete(t);
       t.pendingRows = 0;
       if (!c) continue;
-      const rows = this.prepare(`SELECT q.rid AS rid, q.indexed AS indexed, json(c.doc) AS doc FROM ${t.pending} AS q LEFT JOIN ${c.table} AS c ON c.rid = q.rid`).all() as {
-        rid: number;
-        indexed: number;
-        doc: string | null;
-      }[];
+      t.pendingDocs ??= this.prepare(pendingTextsSql(t, c.table));
+      const rows = t.pendingDocs.all() as { rid: number; indexed: number; text: unknown; doc: string | null }[];
       t.remove ??= this.prepare(`DELETE FROM ${t.table} WHERE rowid = ?`);
       t.insert ??= this.prepare(`INSERT INTO ${t.table} (rowid, t) VALUES (?, ?)`);
       for (const r of rows) {
         if (r.indexed === 1) t.remove.run(r.rid);
-        const text = r.doc === null ? undefined : textOf(t, decodeJson(r.doc) as Doc);
+        const text = r.doc !== null ? textOf(t, decodeJson(r.doc) as Doc) : typeof r.text === 'string' ? r.text : undefined;
         if (text !== undefined) t.insert.run(r.rid, text);
       }
       t.changes += rows.length;
@@ -1352,7 +1378,12 @@ class SqliteStore implements SqliteDocumentStore {
       const old = entriesOf(idx, before);
       const fresh = entriesOf(idx, after);
       if (old.keys.length === 0 && fresh.keys.length === 0) continue;
-      if (old.keys.length === 1 && fresh.keys.length === 1 && keyString(old.keys[0] as Buffer[]) === keyString(fresh.keys[0] as Buffer[])) continue;
+      if (old.keys.length <= 1 && fresh.keys.length <= 1) {
+        // One entry (or none) on each side, the common case: compared as bytes, no key strings.
+        if (old.keys.length === 1 && fresh.keys.length === 1 && sameKey(old.keys[0] as Buffer[], fresh.keys[0] as Buffer[])) continue;
+        out.push({ idx, remove: old.keys, add: fresh.keys, multikey: fresh.multikey });
+        continue;
+      }
       const oldSet = new Set(old.keys.map(keyString));
       const freshSet = new Set(fresh.keys.map(keyString));
       out.push({

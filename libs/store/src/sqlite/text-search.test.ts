@@ -108,6 +108,66 @@ describe('substring index (FTS5 trigram)', () => {
     }
   }, 180_000);
 
+  it('text: the trigram index holds what the decoded document holds, whatever the indexed field is (string, array, object, number, lone surrogate, U+FFFD, nested path)', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    type Internal = { db: { prepare(sql: string): { get(): unknown; all(...params: unknown[]): unknown[] } } };
+    const db = (store as unknown as Internal).db;
+    const pending = (table: string): number => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+    // The rows the FTS5 table itself holds every trigram of `q` for (collection N's first
+    // substring index), by document id: the candidates a text query starts from.
+    const ftsIds = (coll: number, q: string): string[] =>
+      (
+        db
+          .prepare(`SELECT c.id AS id FROM f_${coll}_1 JOIN c_${coll} AS c ON c.rid = f_${coll}_1.rowid WHERE f_${coll}_1 MATCH ? ORDER BY c.id`)
+          .all(trigrams(q).map((t) => `"${t.replace(/"/g, '""')}"`).join(' AND ')) as { id: string }[]
+      ).map((r) => r.id);
+    try {
+      const c = store.collection('docs');
+      await c.createIndexes([{ name: 'text', keys: { text: 1 }, substring: true }]);
+      const values: unknown[] = [
+        'a plain needle',
+        ['an array needle', 'and more'],
+        { inner: 'an object needle' },
+        42,
+        null,
+        true,
+        'a lone \ud800 surrogate needle',
+        'a replacement \ufffd char needle',
+        new Date(0),
+        [],
+      ];
+      // More rows than a batch in one write: the trigram index catches up inside it.
+      const docs = Array.from({ length: 200 }, (_, i) => ({ _id: `d${String(i).padStart(3, '0')}`, ...(i % 11 === 10 ? {} : { text: i < values.length ? values[i] : `filler ${i}` }) }));
+      await c.insertMany(docs);
+      expect(pending('q_1_1')).toBe(0);
+      // A string, or the strings of an array at the leaf (what the store's text matching reads).
+      const texts = (v: unknown): string[] => (typeof v === 'string' ? [v] : Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+      for (const q of ['needle', 'plain need', 'array needle', 'object needle', 'lone', 'lone \ud800 surrogate', 'a replacement \ufffd', 'surrogate needle', 'replacement', 'char needle', 'filler 1']) {
+        const want = docs.filter((d) => texts((d as { text?: unknown }).text).some((t) => t.includes(q))).map((d) => d._id);
+        // Each document with the text among the candidates; none without text (the object, the number, ...).
+        const candidates = ftsIds(1, q);
+        expect(candidates, q).toEqual(expect.arrayContaining(want));
+        expect(candidates.filter((id) => texts(docs.find((d) => d._id === id)?.text).length === 0), q).toEqual([]);
+        expect((await c.explain({ text: { $regex: escapeRegExp(q) } })).plan, q).toBe('FTS');
+        expect((await c.find({ text: { $regex: escapeRegExp(q) } }, { sort: { _id: 1 } })).map((d) => d._id), q).toEqual(want);
+      }
+
+      // A nested path passes through arrays: read from the decoded document.
+      const n = store.collection('nested');
+      await n.createIndexes([{ name: 'text', keys: { 'meta.text': 1 }, substring: true }]);
+      const nested = Array.from({ length: 150 }, (_, i) => ({ _id: `n${String(i).padStart(3, '0')}`, meta: i % 2 ? [{ text: `odd needle ${i}` }, { text: 'x' }] : { text: `even needle ${i}` } }));
+      await n.insertMany(nested);
+      expect(pending('q_2_1')).toBe(0);
+      const odd = nested.filter((d, i) => i % 2 === 1 && `odd needle ${i}`.includes('odd needle 1')).map((d) => d._id);
+      expect(ftsIds(2, 'odd needle 1')).toEqual(odd);
+      expect(ftsIds(2, 'even needle')).toHaveLength(75);
+      expect(ftsIds(2, 'needle')).toHaveLength(150);
+      expect((await n.find({ 'meta.text': { $regex: 'odd needle 1' } }, { sort: { _id: 1 } })).map((d) => d._id)).toEqual(odd);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('text: three or more characters use the trigram index; shorter text is tested on the documents', async () => {
     const store = createSqliteStore({ path: ':memory:' });
     try {
