@@ -415,8 +415,41 @@ function dedupe(values: unknown[]): Buffer[] {
   return [...seen.values()];
 }
 
+/** No entries (a missing document, or one a partial index leaves out); never changed by callers. */
+const NO_ENTRIES: IndexEntries = { keys: [], multikey: false };
+
+/** What `scalarAt` answers when the path meets an array: `pathValues` must walk it. */
+const VIA_ARRAY = Symbol('via array');
+
+/**
+ * The one value `pathValues` finds at a path that meets no array (missing: null), without its
+ * arrays and state; VIA_ARRAY when an array is on the way or at the end.
+ */
+function scalarAt(doc: Doc, segs: readonly string[]): unknown {
+  let cur: unknown = doc;
+  for (const seg of segs) {
+    if (Array.isArray(cur)) return VIA_ARRAY;
+    if (!isPlainObject(cur)) return null;
+    cur = cur[seg];
+  }
+  if (Array.isArray(cur)) return VIA_ARRAY;
+  return cur === undefined ? null : cur;
+}
+
 function entriesOf(idx: IndexState, doc: Doc | null): IndexEntries {
-  if (!doc || (idx.partial && !idx.partial(doc))) return { keys: [], multikey: false };
+  if (!doc || (idx.partial && !idx.partial(doc))) return NO_ENTRIES;
+  // Most documents reach every indexed field through objects only: one entry, no arrays built.
+  const key: Buffer[] = [];
+  for (const segs of idx.segs) {
+    const value = scalarAt(doc, segs);
+    if (value === VIA_ARRAY) return entriesThroughArrays(idx, doc);
+    key.push(encodeKey(value));
+  }
+  return { keys: [key], multikey: false };
+}
+
+/** `entriesOf` for a document with an array on an indexed path: an entry per element. */
+function entriesThroughArrays(idx: IndexState, doc: Doc): IndexEntries {
   let multiField = -1;
   const perField: Buffer[][] = [];
   for (let i = 0; i < idx.segs.length; i++) {
