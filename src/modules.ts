@@ -56,9 +56,12 @@ export function modulesFor(target: Target): string[] {
 /**
  * The services' thread's young generation (V8's new space: two semi-spaces of 4 MB here). V8's
  * default lets it grow to two of 16 MB during start-up, and those pages stay resident while the
- * process idles (about 17 MB of the idle RSS). The smaller nursery means more frequent
- * scavenges in this thread; the server CPU per request of the by-id and PATCH rows (bench http)
- * did not change beyond the run-to-run noise against the one-thread layout measured beside it.
+ * process idles (about 17 MB of the idle RSS). The process-wide `--max-semi-space-size=4` every
+ * start command passes (scripts/node-flags.mjs) caps this isolate too, so the two agree. The
+ * smaller nursery costs throughput under writes: with two 16 MB semi-spaces (the V8 flag raised
+ * before the worker starts) the thread scavenged a third as often and the bench's PATCH and claim
+ * rows answered about 5 to 10 % more, for 17 MB more idle RSS (147 -> 164 MB). Memory won: the
+ * idle target is the one a laptop feels (docs/benchmarks.md).
  */
 const SERVICES_THREAD_LIMITS = { maxYoungGenerationSizeMb: 12 };
 
