@@ -266,7 +266,9 @@ export interface PatchResult {
  * store. `newCheckId` names new acceptance checks.
  */
 export function applyPatch(current: TaskFields, patch: TaskPatch, actor: MoveActor, newCheckId: () => string): PatchResult {
-  const next: TaskFields = structuredClone(current);
+  // A shallow copy: a changed field gets a new value (a new array, a new agent object), so the
+  // fields left as they were may share `current`'s values without either changing the other.
+  const next: TaskFields = { ...current };
   const changes: FieldChange[] = [];
   const record = (field: string, from: unknown, to: unknown): void => {
     changes.push(NAME_ONLY_FIELDS.has(field) || field.startsWith('agent.instructions.') ? { field } : { field, from: from ?? null, to: to ?? null });
@@ -325,6 +327,7 @@ export function applyPatch(current: TaskFields, patch: TaskPatch, actor: MoveAct
   if (patch.assignedAgentId !== undefined) {
     const to = patch.assignedAgentId ?? undefined;
     if (to !== current.agent.assignedAgentId) {
+      next.agent = { ...next.agent };
       if (to === undefined) delete next.agent.assignedAgentId;
       else next.agent.assignedAgentId = to;
       record('agent.assignedAgentId', current.agent.assignedAgentId, to);
@@ -332,7 +335,7 @@ export function applyPatch(current: TaskFields, patch: TaskPatch, actor: MoveAct
   }
   if (patch.instructions !== undefined) {
     const merged = mergeInstructions(current.agent.instructions, patch.instructions);
-    next.agent.instructions = merged.next;
+    next.agent = { ...next.agent, instructions: merged.next };
     for (const section of merged.changed) record(sectionField(section), undefined, undefined);
   }
   return { next, changes };

@@ -457,7 +457,11 @@ export class TaskRepository {
       own.lastFencingToken = claim.start.fencingToken;
     }
     if (ending) own.lastClaimEnd = { claimId: ending.claimId, end: claim.end ?? claimEndOf(next.status) };
-    for (const key of Object.keys(own)) if (own[key] === undefined) delete own[key];
+    // Not sent: fields without a value ($unset below), and values that are the very ones of the
+    // version read (applyPatch leaves unchanged fields as they were; the write is conditional on
+    // that version, so the stored document holds them already).
+    const read = current as unknown as Record<string, unknown>;
+    for (const key of Object.keys(own)) if (own[key] === undefined || own[key] === read[key]) delete own[key];
     const unset: Record<string, string> = Object.fromEntries(OPTIONAL_FIELDS.filter((k) => next[k] === undefined).map((k) => [k, '']));
     if (ending && !claim.start) unset.claim = '';
     const record = await this.tasks.findOneAndUpdate(
