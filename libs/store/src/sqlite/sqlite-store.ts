@@ -204,6 +204,8 @@ interface TextState extends PlannerText {
   markPending?: Statement;
   /** The pending rows with their text (pendingTextsSql). */
   pendingDocs?: Statement;
+  /** One row's document as JSON text (a pending row whose text came back with U+FFFD). */
+  docJson?: Statement;
   /** Documents per trigram as last counted, with `changes` then (estimates for the planner). */
   counts: Map<string, { n: number; at: number }>;
 }
@@ -503,9 +505,10 @@ function sameScalar(x: unknown, y: unknown): boolean {
  * field SQLite can address, the field's string itself (`text`; no string there: no text, as
  * `textOf` finds none in a number, a boolean, null or a missing field), and the whole document
  * (`doc`) only when the field holds an array or an object (`textOf` reads those), the path is
- * nested (it may pass through arrays, which a JSON path does not), or the string came back with
- * U+FFFD (a lone surrogate in the stored JSON, which SQLite cannot return as UTF-8): each
- * indexed exactly as `textOf` reads the decoded document, without decoding the rest.
+ * nested (it may pass through arrays, which a JSON path does not); `indexTexts` reads the
+ * document too when the string came back with U+FFFD (a lone surrogate in the stored JSON, which
+ * SQLite returns as bytes that are not UTF-8): each indexed exactly as `textOf` reads the
+ * decoded document, without decoding the rest.
  */
 function pendingTextsSql(t: TextState, table: string): string {
   const head = `SELECT q.rid AS rid, q.indexed AS indexed`;
@@ -514,7 +517,7 @@ function pendingTextsSql(t: TextState, table: string): string {
   const path = jsonPathSql(t.segs);
   return (
     `${head}, json_extract(c.doc, ${path}) AS text, ` +
-    `CASE WHEN json_type(c.doc, ${path}) IN ('array', 'object') OR instr(json_extract(c.doc, ${path}), char(65533)) > 0 THEN json(c.doc) END AS doc ${from}`
+    `CASE WHEN json_type(c.doc, ${path}) IN ('array', 'object') THEN json(c.doc) END AS doc ${from}`
   );
 }
 
@@ -919,7 +922,14 @@ class SqliteStore implements SqliteDocumentStore {
       t.insert ??= this.prepare(`INSERT INTO ${t.table} (rowid, t) VALUES (?, ?)`);
       for (const r of rows) {
         if (r.indexed === 1) t.remove.run(r.rid);
-        const text = r.doc !== null ? textOf(t, decodeJson(r.doc) as Doc) : typeof r.text === 'string' ? r.text : undefined;
+        let doc = r.doc;
+        // A lone surrogate in the stored JSON comes back from SQLite as bytes that are not UTF-8,
+        // which the driver turns into U+FFFD: read such a row from its decoded document instead.
+        if (doc === null && typeof r.text === 'string' && r.text.includes('\ufffd')) {
+          t.docJson ??= this.prepare(`SELECT json(doc) AS doc FROM ${c.table} WHERE rid = ?`);
+          doc = (t.docJson.get(r.rid) as { doc: string } | undefined)?.doc ?? null;
+        }
+        const text = doc !== null ? textOf(t, decodeJson(doc) as Doc) : typeof r.text === 'string' ? r.text : undefined;
         if (text !== undefined) t.insert.run(r.rid, text);
       }
       t.changes += rows.length;

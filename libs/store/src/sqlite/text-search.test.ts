@@ -152,6 +152,14 @@ describe('substring index (FTS5 trigram)', () => {
         expect((await c.find({ text: { $regex: escapeRegExp(q) } }, { sort: { _id: 1 } })).map((d) => d._id), q).toEqual(want);
       }
 
+      // The lone surrogate is indexed as the decoded document holds it, not as the three U+FFFD
+      // SQLite's bytes for it turn into; and it is found by equality and by text on every driver.
+      expect(ftsIds(1, '\ufffd\ufffd\ufffd')).toEqual([]);
+      expect((await c.find({ text: 'a lone \ud800 surrogate needle' })).map((d) => d._id)).toEqual(['d006']);
+      expect((await c.find({ text: { $in: ['x', 'a lone \ud800 surrogate needle'] } })).map((d) => d._id)).toEqual(['d006']);
+      expect((await c.find({ text: { $regex: escapeRegExp('\ud800 surrogate') } })).map((d) => d._id)).toEqual(['d006']);
+      expect(await c.countDocuments({ text: { $regex: '\ud800' } })).toBe(1);
+
       // A nested path passes through arrays: read from the decoded document.
       const n = store.collection('nested');
       await n.createIndexes([{ name: 'text', keys: { 'meta.text': 1 }, substring: true }]);
