@@ -896,6 +896,14 @@ export function describeStoreContract(adapterName: string, open: () => Promise<D
         ).resolves.toMatchObject({ modifiedCount: 1 });
         await beside;
         expect((await c.findOne({ _id: 'counter' }))?.n).toBe(3);
+        // The same for a transaction that wrote nothing.
+        await expect(
+          store.withTransaction(async (session) => c.findOne({ _id: 'counter' }, { session }), {
+            onCommitted: () => {
+              throw new Error('callback failed');
+            },
+          }),
+        ).resolves.toMatchObject({ n: 3 });
       });
 
       it('transaction: a duplicate key inside rejects with DuplicateKeyError and applies nothing', async () => {

@@ -16,6 +16,7 @@ import {
 } from 'mongodb';
 import { deepFreeze } from '../document/values.js';
 import { assertFilterShape, assertStringId, assertUpdateShape } from '../guards.js';
+import { notifyCommitted } from '../on-committed.js';
 import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
 import {
   DuplicateKeyError,
@@ -173,12 +174,7 @@ class MongoStore implements DocumentStore {
             throw err;
           }
           await commitWithRetry(clientSession);
-          try {
-            options?.onCommitted?.();
-          } catch (err) {
-            // Committed: a throwing callback must not make the caller think otherwise.
-            process.emitWarning(`store: an onCommitted callback threw: ${(err as Error).message}`);
-          }
+          notifyCommitted(options?.onCommitted);
           return result;
         } catch (err) {
           if (clientSession.inTransaction()) await abortQuietly(clientSession);

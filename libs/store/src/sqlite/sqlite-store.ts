@@ -51,6 +51,7 @@ import {
   type UpdateOptions,
   type UpdateResult,
 } from '../port.js';
+import { notifyCommitted } from '../on-committed.js';
 import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
 import { DocCache } from './doc-cache.js';
 import { Durability, syncDirectory } from './durability.js';
@@ -852,13 +853,8 @@ class SqliteStore implements SqliteDocumentStore {
       const outcome = outcomes[i] as (typeof outcomes)[number];
       if (!outcome.ok) w.reject(outcome.err);
       else {
-        // Committed and visible to every later statement; on disk once `flushed` resolves. A
-        // caller's callback that throws must not keep the rest of the batch from resolving.
-        try {
-          w.applied?.();
-        } catch (err) {
-          process.emitWarning(`store: an onCommitted callback threw: ${(err as Error).message}`);
-        }
+        // Committed and visible to every later statement; on disk once `flushed` resolves.
+        notifyCommitted(w.applied);
         flushed.then(() => w.resolve(outcome.value), w.reject);
       }
     });
@@ -1724,7 +1720,7 @@ class SqliteStore implements SqliteDocumentStore {
           const writes = [...tx.colls].filter(([, tc]) => tc.writes.size > 0);
           if (writes.length === 0) {
             tx.state = 'committed';
-            onCommitted?.();
+            notifyCommitted(onCommitted);
             await this.read(() => undefined);
             return;
           }
