@@ -34,26 +34,23 @@ function isPositionalSegment(seg: string): boolean {
   return seg === '$' || seg === '$[]' || (seg.startsWith('$[') && seg.endsWith(']'));
 }
 
-function assertUpdatePath(path: string, op: string): void {
+/** Checks a field path of an update operator; answers its segments. */
+function assertUpdatePath(path: string, op: string): string[] {
   if (path === '') throw new TypeError(`${op}: empty field path`);
-  const segs = path.split('.');
-  segs.forEach((seg, i) => {
+  // A top-level field (what repository writes name) is its own segment: no split.
+  const segs = path.includes('.') ? path.split('.') : [path];
+  for (let i = 0; i < segs.length; i++) {
+    const seg = segs[i] as string;
     if (seg === '') throw new TypeError(`${op}: invalid field path '${path}'`);
     if (seg === '__proto__') throw new TypeError(`${op}: field path '${path}' is not allowed`);
     if (seg.startsWith('$') && (i === 0 || !isPositionalSegment(seg))) {
       throw new TypeError(`${op}: field path '${path}' must not contain '$' segments other than positional operators`);
     }
-  });
+  }
+  return segs;
 }
 
 const NUMERIC_SEGMENT = /^\d+$/;
-
-/** assertUpdatePath for a path without dots (one segment: never positional, so no `$` at all). */
-function assertTopLevelUpdatePath(path: string, op: string): void {
-  if (path === '') throw new TypeError(`${op}: empty field path`);
-  if (path === '__proto__') throw new TypeError(`${op}: field path '${path}' is not allowed`);
-  if (path.charCodeAt(0) === 36 /* $ */) throw new TypeError(`${op}: field path '${path}' must not contain '$' segments other than positional operators`);
-}
 
 export function compileUpdate(update: Update): CompiledUpdate {
   if (!isPlainObject(update)) throw new TypeError('update must be a plain object of update operators');
@@ -67,7 +64,6 @@ export function compileUpdate(update: Update): CompiledUpdate {
   let positional = false;
   let numeric = false;
   let flat = true;
-  let dotted = false;
   const seen: string[] = [];
   for (const op of keys) {
     if (!SUPPORTED.has(op)) throw new TypeError(`unsupported update operator ${op} (supported: ${UPDATE_OPERATORS.join(', ')})`);
@@ -77,25 +73,19 @@ export function compileUpdate(update: Update): CompiledUpdate {
     const normalized: Record<string, unknown> = {};
     for (const path of Object.keys(arg)) {
       const raw = arg[path];
-      if (path.includes('.')) {
-        assertUpdatePath(path, op);
-        const segs = path.split('.');
-        if (segs.some((s) => s === '$')) positional = true;
-        if (segs.some((s) => NUMERIC_SEGMENT.test(s))) numeric = true;
+      const segs = assertUpdatePath(path, op);
+      if (segs.length > 1) {
+        if (segs.includes('$')) positional = true;
         flat = false;
-        dotted = true;
-      } else {
-        // A top-level field (what repository writes name): the same checks without splitting.
-        assertTopLevelUpdatePath(path, op);
-        if (NUMERIC_SEGMENT.test(path)) numeric = true;
       }
+      if (segs.some((s) => NUMERIC_SEGMENT.test(s))) numeric = true;
       if (raw === undefined && op !== '$unset') continue; // dropped like the driver's ignoreUndefined
       normalized[path] = normalizeOperand(op as UpdateOperator, path, raw);
       seen.push(path);
     }
     ops.set(op as UpdateOperator, normalized);
   }
-  assertNoConflicts(seen, dotted);
+  assertNoConflicts(seen);
   return { ops, positional, numeric, flat };
 }
 
@@ -143,8 +133,8 @@ function normalizeOperand(op: UpdateOperator, path: string, raw: unknown): unkno
   }
 }
 
-function assertNoConflicts(paths: string[], dotted: boolean): void {
-  if (!dotted) {
+function assertNoConflicts(paths: string[]): void {
+  if (!paths.some((p) => p.includes('.'))) {
     // Top-level fields only: two paths conflict only when they are the same field.
     const fields = new Set<string>();
     for (const p of paths) {
@@ -342,7 +332,7 @@ export function upsertSeed(filter: Filter, update: CompiledUpdate): Doc {
     }
   };
   visit(filter);
-  assertNoConflicts(assigned, assigned.some((p) => p.includes('.')));
+  assertNoConflicts(assigned);
   if (!('_id' in seed)) {
     const fromUpdate = update.ops.get('$setOnInsert')?._id ?? update.ops.get('$set')?._id;
     if (fromUpdate !== undefined) seed._id = fromUpdate;

@@ -22,7 +22,7 @@ import type { Filter } from '../port.js';
 import { extractConditions, impliesPartial, literalConditions, type FieldCondition } from '../document/filter.js';
 import { encodeKey, KEY_BRACKETS } from '../document/keys.js';
 import type { SortKey } from './sort.js';
-import { Params, translateFilter } from './sql-filter.js';
+import { LONE_SURROGATE, Params, translateFilter } from './sql-filter.js';
 
 export interface PlannerIndex {
   readonly name: string;
@@ -296,7 +296,7 @@ export function trigrams(literal: string): string[] {
     const t = cps.slice(i, i + 3).join('');
     // Lone surrogates and NUL do not survive the trip into SQLite unchanged: leave them out
     // (fewer trigrams only widen the candidates; the exact test decides).
-    if (/[\0\uD800-\uDFFF]/.test(t) && !/[\uD800-\uDBFF][\uDC00-\uDFFF]/.test(t)) continue;
+    if (t.includes('\0') || LONE_SURROGATE.test(t)) continue;
     if (!out.includes(t)) out.push(t);
   }
   return out;

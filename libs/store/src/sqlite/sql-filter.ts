@@ -100,15 +100,15 @@ function compareBooleans(a: boolean, op: '=' | '>' | '>=' | '<' | '<=', b: boole
 
 const isNumberType = (o: Operand): string => `coalesce(${o.t} IN ('integer','real'), 0)`;
 
-/** `value` compared with `op` on one operand; undefined when SQL cannot decide it exactly. */
 /**
  * A lone surrogate (a string that is not well-formed UTF-16). SQLite returns one stored in a
  * document as bytes that are not UTF-8, while the driver binds one in a parameter as U+FFFD (or,
  * in older drivers, as those bytes): a comparison of the two in SQL depends on the driver, so
  * such strings have no SQL form and are tested on the decoded documents.
  */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/** `value` compared with `op` on one operand; undefined when SQL cannot decide it exactly. */
 function compareTest(op: '=' | '>' | '>=' | '<' | '<=', value: unknown, p: Params): ElementTest | undefined {
   if (typeof value === 'string') {
     if (LONE_SURROGATE.test(value)) return undefined;
