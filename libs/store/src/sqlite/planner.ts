@@ -23,6 +23,7 @@ import { extractConditions, impliesPartial, literalConditions, type FieldConditi
 import { encodeKey, KEY_BRACKETS } from '../document/keys.js';
 import type { SortKey } from './sort.js';
 import { LONE_SURROGATE, Params, translateFilter } from './sql-filter.js';
+import { CHUNK_BITS } from './text-chunks.js';
 
 export interface PlannerIndex {
   readonly name: string;
@@ -302,9 +303,9 @@ export function trigrams(literal: string): string[] {
   return out;
 }
 
-/** FTS5 query: the rarest trigrams as quoted terms joined by AND (a superset of the matches). */
-function ftsQuery(terms: readonly string[]): string {
-  return terms.map((t) => `"${t.replace(/"/g, '""')}"`).join(' AND ');
+/** FTS5 query of one trigram, quoted. */
+function ftsTerm(term: string): string {
+  return `"${term.replace(/"/g, '""')}"`;
 }
 
 interface TextCandidate {
@@ -430,9 +431,12 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
     if (hinted !== undefined) return { ...made, choice: req.hint as PlanChoice, hinted: true };
     return { ...made, choice: toHint(choice as Exclude<Choice, 'text'> | undefined) };
   };
-  // Rows of the full-text candidates (and of the rows still pending for the text index).
+  // Rows of the full-text candidates (and of the rows still pending for the text index): the
+  // documents with each of the rarest trigrams in one of their chunks (text-chunks.ts), a
+  // superset of the matches.
   const textRows = (t: TextCandidate): string =>
-    `SELECT rowid FROM ${t.text.table} WHERE ${t.text.table} MATCH ${p.add(ftsQuery(t.terms))} UNION ALL SELECT rid FROM ${t.text.pending}`;
+    `${t.terms.map((term) => `SELECT rowid >> ${CHUNK_BITS} FROM ${t.text.table} WHERE ${t.text.table} MATCH ${p.add(ftsTerm(term))}`).join(' INTERSECT ')} ` +
+    `UNION ALL SELECT rid FROM ${t.text.pending}`;
   if (choice === 'text' && text) return { ...finish('FTS', docs, [`c.rid IN (${textRows(text)})`, ...base()]), index: text.text.name };
   if (choice === undefined || choice === 'text') return remembered(finish('COLLSCAN', docs, base()));
   const chosen = 'filtered' in choice ? choice.filtered : choice;

@@ -10,6 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { escapeRegExp } from '../regex.js';
 import { createSqliteStore } from './sqlite-store.js';
 import { trigrams } from './planner.js';
+import { CHUNK_BITS } from './text-chunks.js';
+import { SQLITE_DRIVER } from './driver.js';
 
 function random(seed: number): () => number {
   let a = seed >>> 0;
@@ -113,14 +115,16 @@ describe('substring index (FTS5 trigram)', () => {
     type Internal = { db: { prepare(sql: string): { get(): unknown; all(...params: unknown[]): unknown[] } } };
     const db = (store as unknown as Internal).db;
     const pending = (table: string): number => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
-    // The rows the FTS5 table itself holds every trigram of `q` for (collection N's first
-    // substring index), by document id: the candidates a text query starts from.
-    const ftsIds = (coll: number, q: string): string[] =>
-      (
-        db
-          .prepare(`SELECT c.id AS id FROM f_${coll}_1 JOIN c_${coll} AS c ON c.rid = f_${coll}_1.rowid WHERE f_${coll}_1 MATCH ? ORDER BY c.id`)
-          .all(trigrams(q).map((t) => `"${t.replace(/"/g, '""')}"`).join(' AND ')) as { id: string }[]
-      ).map((r) => r.id);
+    // The documents the FTS5 table itself holds every trigram of `q` for, each in one of the
+    // document's chunks (collection N's first substring index), by document id: the candidates
+    // a text query starts from.
+    const ftsIds = (coll: number, q: string): string[] => {
+      const grams = trigrams(q);
+      const per = grams.map(() => `SELECT rowid >> ${CHUNK_BITS} FROM f_${coll}_1 WHERE f_${coll}_1 MATCH ?`).join(' INTERSECT ');
+      return (db.prepare(`SELECT c.id AS id FROM c_${coll} AS c WHERE c.rid IN (${per}) ORDER BY c.id`).all(...grams.map((t) => `"${t.replace(/"/g, '""')}"`)) as { id: string }[]).map(
+        (r) => r.id,
+      );
+    };
     try {
       const c = store.collection('docs');
       await c.createIndexes([{ name: 'text', keys: { text: 1 }, substring: true }]);
@@ -173,6 +177,103 @@ describe('substring index (FTS5 trigram)', () => {
       expect((await n.find({ 'meta.text': { $regex: 'odd needle 1' } }, { sort: { _id: 1 } })).map((d) => d._id)).toEqual(odd);
     } finally {
       await store.close();
+    }
+  });
+
+  it('text: long texts indexed in chunks give the literal-substring answer for queries across chunk boundaries, through edits anywhere in them', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    try {
+      const c = store.collection('long');
+      await c.createIndexes([{ name: 'text', keys: { text: 1 }, substring: true }]);
+      // A title line and paragraphs of a few hundred to a few thousand characters: several chunks each.
+      const longText = (): string => Array.from({ length: 1 + Math.floor(rnd() * 8) }, () => Array.from({ length: 3 + Math.floor(rnd() * 5) }, sentence).join(' ')).join('\n');
+      const docs = new Map<string, string>();
+      for (let i = 0; i < 300; i++) docs.set(`l${i}`, longText());
+      await c.insertMany([...docs].map(([_id, text]) => ({ _id, text })));
+      const check = async (rounds: number): Promise<void> => {
+        const texts = [...docs.values()];
+        for (let i = 0; i < rounds; i++) {
+          // Up to 40 characters from anywhere: many cross a chunk's end.
+          const text = pick(texts);
+          const cps = Array.from(text);
+          const start = Math.floor(rnd() * cps.length);
+          const q = cps.slice(start, start + 3 + Math.floor(rnd() * 38)).join('');
+          const want = [...docs].filter(([, t]) => t.includes(q)).map(([id]) => id).sort();
+          const got = (await c.find({ text: { $regex: escapeRegExp(q) } })).map((d) => String(d._id)).sort();
+          expect(got, JSON.stringify(q)).toEqual(want);
+        }
+      };
+      await check(150);
+      // Edits as people make them: a new first line, words inserted or cut in the middle, a paragraph added.
+      const ids = [...docs.keys()];
+      for (let i = 0; i < 400; i++) {
+        const id = pick(ids);
+        const text = docs.get(id) as string;
+        const at = Math.floor(rnd() * text.length);
+        const r = rnd();
+        const next =
+          r < 0.25
+            ? `${sentence()}${text.slice(Math.max(0, text.indexOf('\n')))}`
+            : r < 0.5
+              ? `${text.slice(0, at)} ${sentence()} ${text.slice(at)}`
+              : r < 0.75
+                ? `${text.slice(0, at)}${text.slice(at + 1 + Math.floor(rnd() * 60))}`
+                : `${text}\n${longText()}`;
+        docs.set(id, next);
+        await c.updateOne({ _id: id }, { $set: { text: next } });
+        // Every so often a query while rows are still pending.
+        if (i % 50 === 0) await check(10);
+      }
+      await check(200);
+    } finally {
+      await store.close();
+    }
+  }, 180_000);
+
+  it('text: a file in store format 1 (the whole text in one FTS5 row) is indexed again in chunks when it is opened', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'text-format-'));
+    const file = path.join(dir, 'store.sqlite');
+    const texts = Array.from({ length: 120 }, (_, i) => `${sentence()} ${i}\n${Array.from({ length: 20 }, sentence).join(' ')}`);
+    try {
+      const store = createSqliteStore({ path: file });
+      const c = store.collection('docs');
+      await c.createIndexes([{ name: 'text', keys: { text: 1 }, substring: true }]);
+      await c.insertMany(texts.map((text, i) => ({ _id: `d${i}`, text })));
+      await c.updateOne({ _id: 'd3' }, { $set: { text: 'left pending by format 1' } });
+      texts[3] = 'left pending by format 1';
+      await store.close();
+      // Format 1 as an earlier version left it: one FTS5 row per document (row id = rid), and a
+      // pending table that says whether the document had a row.
+      const { default: Database } = (await import(SQLITE_DRIVER)) as { default: new (file: string) => { exec(sql: string): void; prepare(sql: string): { run(...p: unknown[]): unknown; all(): unknown[] }; close(): void } };
+      const db = new Database(file);
+      db.exec(`INSERT INTO f_1_1 (f_1_1) VALUES ('delete-all'); DROP TABLE q_1_1; CREATE TABLE q_1_1 (rid INTEGER PRIMARY KEY, indexed INTEGER NOT NULL)`);
+      const insert = db.prepare('INSERT INTO f_1_1 (rowid, t) VALUES (?, ?)');
+      for (const row of db.prepare(`SELECT rid, json_extract(doc, '$.text') AS text FROM c_1`).all() as { rid: number; text: string }[]) {
+        if (row.text !== 'left pending by format 1') insert.run(row.rid, row.text);
+        else db.prepare('INSERT INTO q_1_1 (rid, indexed) VALUES (?, 1)').run(row.rid);
+      }
+      db.exec(`UPDATE store_meta SET value = 1 WHERE key = 'format'`);
+      db.close();
+
+      const reopened = createSqliteStore({ path: file });
+      try {
+        const d = reopened.collection('docs');
+        for (let i = 0; i < 80; i++) {
+          const q = substringOf(pick(texts)) + (rnd() < 0.5 ? '' : substringOf(pick(texts)));
+          if (Array.from(q).length < 3) continue;
+          const want = texts.flatMap((t, n) => (t.includes(q) ? [`d${n}`] : [])).sort();
+          expect((await d.find({ text: { $regex: escapeRegExp(q) } })).map((x) => String(x._id)).sort(), JSON.stringify(q)).toEqual(want);
+        }
+        expect((await d.explain({ text: { $regex: 'pending by format' } })).plan).toBe('FTS');
+        expect((await d.find({ text: { $regex: 'pending by format' } })).map((x) => x._id)).toEqual(['d3']);
+        type Internal = { db: { prepare(sql: string): { get(): unknown } } };
+        expect(((reopened as unknown as Internal).db.prepare("SELECT value FROM store_meta WHERE key = 'format'").get() as { value: number }).value).toBe(2);
+        expect(((reopened as unknown as Internal).db.prepare('SELECT count(*) AS n FROM q_1_1').get() as { n: number }).n).toBe(0);
+      } finally {
+        await reopened.close();
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -1,0 +1,117 @@
+/**
+ * A document's indexed text goes into the FTS5 trigram table in chunks, one FTS row each, so an
+ * edit re-indexes the chunks it touched rather than the whole text (a task's title changed:
+ * its first chunk, not the description after it). Chunk boundaries are content-defined: they
+ * follow the words around them, not their distance from the start, so text inserted or removed
+ * early in a document moves the boundaries of the chunks it lands in and leaves the ones after
+ * it where they were, and each chunk's slot (the low bits of its row id) comes from its own text,
+ * so the chunks after an edit keep their rows. Each chunk's row also holds the first two characters of the next chunk:
+ * every trigram of the text lies wholly inside some row, so a text query's candidates (every
+ * document holding each of the query's trigrams in some row, `rowid >> CHUNK_BITS`) still
+ * include every document that holds the literal.
+ */
+
+/** Low bits of an FTS row id: the chunk's slot; the rest is the document's `rid`. */
+export const CHUNK_BITS = 10;
+/** Slots per document; a longer text has its chunks joined in groups until they fit. */
+export const MAX_CHUNKS = 1 << CHUNK_BITS;
+/** A chunk ends at a word boundary once it is this long (UTF-16 code units)... */
+const MIN_CHUNK = 48;
+/**
+ * ...after a space or line end where the word before it hashes to a multiple of this (about one
+ * word in eight: a rule of the words alone, so two versions of a text find the same boundaries
+ * again soon after an edit; "every line end" would not, in text that is all short lines)...
+ */
+const BOUNDARY_EVERY = 8;
+/** ...and at the latest here, whatever the text (a run without spaces). */
+const MAX_CHUNK = 512;
+
+/** The FTS row id of a document's chunk (`rid` stays below 2^43, a JavaScript integer). */
+export function chunkRowid(rid: number, slot: number): number {
+  return rid * MAX_CHUNKS + slot;
+}
+
+const isHigh = (u: number): boolean => u >= 0xd800 && u <= 0xdbff;
+const isLow = (u: number): boolean => u >= 0xdc00 && u <= 0xdfff;
+const isSpace = (u: number): boolean => u === 0x20 || u === 0x0a || u === 0x09 || u === 0x0d;
+
+/** End offsets of the chunks (the last is `text.length`). */
+function chunkEnds(text: string): number[] {
+  const ends: number[] = [];
+  let start = 0;
+  let word = 0;
+  for (let i = 0; i < text.length; i++) {
+    const u = text.charCodeAt(i);
+    const end = i + 1;
+    if (isSpace(u)) {
+      if (end - start >= MIN_CHUNK && (word >>> 0) % BOUNDARY_EVERY === 0) {
+        ends.push(end);
+        start = end;
+      }
+      word = 0;
+      continue;
+    }
+    word = Math.imul(word ^ u, 0x01000193);
+    // A forced end never splits a surrogate pair.
+    if (end - start >= MAX_CHUNK && !(isHigh(u) && end < text.length && isLow(text.charCodeAt(end)))) {
+      ends.push(end);
+      start = end;
+      word = 0;
+    }
+  }
+  if (start < text.length || ends.length === 0) ends.push(text.length);
+  if (ends.length <= MAX_CHUNKS) return ends;
+  // Very long text: every `group`-th end, so the chunks fit the slots.
+  const group = Math.ceil(ends.length / MAX_CHUNKS);
+  const joined = ends.filter((_, i) => (i + 1) % group === 0);
+  if (joined.at(-1) !== text.length) joined.push(text.length);
+  return joined;
+}
+
+/** The text of each chunk's FTS row: the chunk and the next two characters (code points). */
+export function textChunks(text: string): string[] {
+  const chunks: string[] = [];
+  let start = 0;
+  for (const end of chunkEnds(text)) {
+    let over = end;
+    for (let k = 0; k < 2 && over < text.length; k++) over += isHigh(text.charCodeAt(over)) && isLow(text.charCodeAt(over + 1)) ? 2 : 1;
+    chunks.push(text.slice(start, over));
+    start = end;
+  }
+  return chunks;
+}
+
+/**
+ * The slot of each chunk: from the chunk's own text (a hash, the next free slot on a clash), so
+ * a chunk keeps its slot while it is unchanged, wherever chunks were added or removed around it.
+ * A function of the text alone: the slots the FTS table holds for a document follow from the
+ * text it was indexed with.
+ */
+export function chunkSlots(text: string): Map<number, string> {
+  const slots = new Map<number, string>();
+  for (const chunk of textChunks(text)) {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < chunk.length; i++) h = Math.imul(h ^ chunk.charCodeAt(i), 0x01000193);
+    let slot = (h >>> 0) % MAX_CHUNKS;
+    while (slots.has(slot)) slot = (slot + 1) % MAX_CHUNKS;
+    slots.set(slot, chunk);
+  }
+  return slots;
+}
+
+const NONE: ReadonlyMap<number, string> = new Map();
+
+/**
+ * What the FTS table must change for a document whose text went from `before` to `after` (either
+ * absent): the slots whose row goes (`remove`) and the rows that come (`insert`). A chunk that is
+ * in both keeps its row.
+ */
+export function chunkEdits(before: string | undefined, after: string | undefined): { remove: number[]; insert: [number, string][] } {
+  const old = before === undefined ? NONE : chunkSlots(before);
+  const now = after === undefined ? NONE : chunkSlots(after);
+  const remove: number[] = [];
+  const insert: [number, string][] = [];
+  for (const [slot, chunk] of old) if (now.get(slot) !== chunk) remove.push(slot);
+  for (const [slot, chunk] of now) if (old.get(slot) !== chunk) insert.push([slot, chunk]);
+  return { remove, insert };
+}
