@@ -23,7 +23,7 @@ import { extractConditions, impliesPartial, literalConditions, type FieldConditi
 import { encodeKey, KEY_BRACKETS } from '../document/keys.js';
 import type { SortKey } from './sort.js';
 import { LONE_SURROGATE, Params, translateFilter } from './sql-filter.js';
-import { CHUNK_BITS } from './text-chunks.js';
+import { CHUNK_BITS, literalWindows } from './text-chunks.js';
 
 export interface PlannerIndex {
   readonly name: string;
@@ -303,9 +303,9 @@ export function trigrams(literal: string): string[] {
   return out;
 }
 
-/** FTS5 query of one trigram, quoted. */
-function ftsTerm(term: string): string {
-  return `"${term.replace(/"/g, '""')}"`;
+/** FTS5 query: the trigrams as quoted terms joined by AND (a superset of the matches; see textCandidate). */
+function ftsQuery(terms: readonly string[]): string {
+  return terms.map((t) => `"${t.replace(/"/g, '""')}"`).join(' AND ');
 }
 
 interface TextCandidate {
@@ -322,10 +322,17 @@ function textCandidate(coll: PlannerCollection, filter: Filter): TextCandidate |
     if (!text) continue;
     const grams = trigrams(literal);
     if (grams.length === 0) continue;
-    const counted = grams.map((t) => ({ t, n: coll.trigramDocs(text, t) })).sort((a, b) => a.n - b.n);
-    // The two rarest trigrams narrow as well as all of them, for far fewer doclists to read.
-    const terms = counted.slice(0, 2).map((c) => c.t);
-    const estimate = counted[0]?.n ?? 0;
+    const count = new Map(grams.map((t) => [t, coll.trigramDocs(text, t)]));
+    const rarest = (of: string[]): string[] => [...of].sort((a, b) => (count.get(a) as number) - (count.get(b) as number));
+    // The rarest trigram alone; or the two rarest of one whitespace-free piece of the literal,
+    // which a document holds in one chunk's row (text-chunks.ts), so FTS5 finds them together.
+    // Two narrow as well as all of them, for far fewer doclists to read.
+    let terms = rarest(grams).slice(0, 1);
+    for (const window of literalWindows(literal)) {
+      const pair = rarest(trigrams(window)).slice(0, 2);
+      if (pair.length > 0 && (count.get(pair[0] as string) as number) <= (count.get(terms[0] as string) as number) && pair.length >= terms.length) terms = pair;
+    }
+    const estimate = count.get(terms[0] as string) as number;
     if (!best || estimate < best.estimate) best = { text, terms, estimate };
   }
   return best;
@@ -432,11 +439,9 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
     return { ...made, choice: toHint(choice as Exclude<Choice, 'text'> | undefined) };
   };
   // Rows of the full-text candidates (and of the rows still pending for the text index): the
-  // documents with each of the rarest trigrams in one of their chunks (text-chunks.ts), a
-  // superset of the matches.
+  // documents with the trigrams in one of their chunks' rows (text-chunks.ts).
   const textRows = (t: TextCandidate): string =>
-    `${t.terms.map((term) => `SELECT rowid >> ${CHUNK_BITS} FROM ${t.text.table} WHERE ${t.text.table} MATCH ${p.add(ftsTerm(term))}`).join(' INTERSECT ')} ` +
-    `UNION ALL SELECT rid FROM ${t.text.pending}`;
+    `SELECT rowid >> ${CHUNK_BITS} FROM ${t.text.table} WHERE ${t.text.table} MATCH ${p.add(ftsQuery(t.terms))} UNION ALL SELECT rid FROM ${t.text.pending}`;
   if (choice === 'text' && text) return { ...finish('FTS', docs, [`c.rid IN (${textRows(text)})`, ...base()]), index: text.text.name };
   if (choice === undefined || choice === 'text') return remembered(finish('COLLSCAN', docs, base()));
   const chosen = 'filtered' in choice ? choice.filtered : choice;

@@ -3,7 +3,7 @@
  * the rows of the chunks it touched, not the rest.
  */
 import { describe, expect, it } from 'vitest';
-import { chunkEdits, chunkSlots, MAX_CHUNKS, textChunks } from './text-chunks.js';
+import { chunkEdits, chunkSlots, literalWindows, MAX_CHUNKS, textChunks, WORD_WINDOW } from './text-chunks.js';
 
 function random(seed: number): () => number {
   let a = seed >>> 0;
@@ -46,17 +46,40 @@ describe('text chunks', () => {
       const chunks = textChunks(text);
       const covered = new Set(chunks.flatMap((c) => [...grams(c)]));
       for (const g of grams(text)) expect(covered.has(g), `${JSON.stringify(g)} of ${text.slice(0, 40)}`).toBe(true);
-      // Each chunk is the text from where the one before ended (less its two characters of overlap).
+      // Each chunk is the text from where the one before ended: the one before holds two code
+      // points of it (or WORD_WINDOW - 1 after a cut at MAX_CHUNK).
       let at = 0;
       for (const [i, chunk] of chunks.entries()) {
         expect(text.startsWith(chunk, at)).toBe(true);
-        const body = chunk.length - (i === chunks.length - 1 ? 0 : Array.from(chunk).slice(-2).join('').length);
         expect(/^[\udc00-\udfff]/.test(chunk)).toBe(false);
-        at += body;
+        const next = chunks[i + 1];
+        if (next === undefined) {
+          expect(at + chunk.length).toBe(text.length);
+          break;
+        }
+        const starts = [WORD_WINDOW - 1, 2].map((k) => at + chunk.length - Array.from(chunk).slice(-k).join('').length);
+        const start = starts.find((p) => p > at && text.startsWith(next, p));
+        expect(start, `chunk ${i + 1} of ${text.slice(0, 30)}`).toBeDefined();
+        at = start as number;
       }
-      expect(at).toBe(text.length);
       expect(chunks.length).toBeLessThanOrEqual(MAX_CHUNKS);
     }
+  });
+
+  it('text chunks: a piece of text without whitespace of up to WORD_WINDOW code points lies inside one row, wherever it is cut', () => {
+    const texts = [document(12), 'x'.repeat(3000), `${'🚀'.repeat(700)} ${document(3)} ${'ab'.repeat(900)}`, Array.from({ length: 400 }, () => words(1)).join('')];
+    for (const text of texts) {
+      const chunks = textChunks(text);
+      const cps = Array.from(text);
+      for (let i = 0; i < 400; i++) {
+        const start = Math.floor(rnd() * cps.length);
+        const piece = cps.slice(start, start + 1 + Math.floor(rnd() * WORD_WINDOW)).join('').split(/[ \n\t\r]/)[0] as string;
+        expect(chunks.some((c) => c.includes(piece)), JSON.stringify(piece)).toBe(true);
+      }
+    }
+    expect(literalWindows('lease  expired\nat 12:00')).toEqual(['lease', 'expired', 'at', '12:00']);
+    expect(literalWindows('y'.repeat(WORD_WINDOW + 3))).toEqual(['y'.repeat(WORD_WINDOW), 'yyy']);
+    expect(literalWindows(' ')).toEqual([]);
   });
 
   it('text chunks: a text longer than the slots have room for is cut into at most MAX_CHUNKS chunks, each with a slot of its own', () => {

@@ -5,10 +5,16 @@
  * follow the words around them, not their distance from the start, so text inserted or removed
  * early in a document moves the boundaries of the chunks it lands in and leaves the ones after
  * it where they were, and each chunk's slot (the low bits of its row id) comes from its own text,
- * so the chunks after an edit keep their rows. Each chunk's row also holds the first two characters of the next chunk:
- * every trigram of the text lies wholly inside some row, so a text query's candidates (every
- * document holding each of the query's trigrams in some row, `rowid >> CHUNK_BITS`) still
- * include every document that holds the literal.
+ * so the chunks after an edit keep their rows.
+ *
+ * What a text query may rely on (the planner's `textCandidate`):
+ * - every trigram of the text lies wholly inside one row: a row also holds the first two
+ *   characters of the next chunk;
+ * - a piece of the text without whitespace of at most WORD_WINDOW code points lies wholly inside
+ *   one row: a chunk ends right after a whitespace character, or (in a run of MAX_CHUNK
+ *   characters with no boundary) anywhere, and then its row holds the next WORD_WINDOW - 1 code
+ *   points too. So the trigrams of such a piece of a literal can be asked for together, in one
+ *   row (FTS5's AND); trigrams from different pieces only one at a time.
  */
 
 /** Low bits of an FTS row id: the chunk's slot; the rest is the document's `rid`. */
@@ -25,6 +31,8 @@ const MIN_CHUNK = 48;
 const BOUNDARY_EVERY = 8;
 /** ...and at the latest here, whatever the text (a run without spaces). */
 const MAX_CHUNK = 512;
+/** A whitespace-free piece of text this long (code points) lies inside one row (see above). */
+export const WORD_WINDOW = 65;
 
 /** The FTS row id of a document's chunk (`rid` stays below 2^43, a JavaScript integer). */
 export function chunkRowid(rid: number, slot: number): number {
@@ -35,7 +43,7 @@ const isHigh = (u: number): boolean => u >= 0xd800 && u <= 0xdbff;
 const isLow = (u: number): boolean => u >= 0xdc00 && u <= 0xdfff;
 const isSpace = (u: number): boolean => u === 0x20 || u === 0x0a || u === 0x09 || u === 0x0d;
 
-/** End offsets of the chunks (the last is `text.length`). */
+/** End offsets of the chunks (the last is `text.length`), negative where a chunk was cut at MAX_CHUNK. */
 function chunkEnds(text: string): number[] {
   const ends: number[] = [];
   let start = 0;
@@ -54,7 +62,7 @@ function chunkEnds(text: string): number[] {
     word = Math.imul(word ^ u, 0x01000193);
     // A forced end never splits a surrogate pair.
     if (end - start >= MAX_CHUNK && !(isHigh(u) && end < text.length && isLow(text.charCodeAt(end)))) {
-      ends.push(end);
+      ends.push(-end);
       start = end;
       word = 0;
     }
@@ -64,17 +72,22 @@ function chunkEnds(text: string): number[] {
   // Very long text: every `group`-th end, so the chunks fit the slots.
   const group = Math.ceil(ends.length / MAX_CHUNKS);
   const joined = ends.filter((_, i) => (i + 1) % group === 0);
-  if (joined.at(-1) !== text.length) joined.push(text.length);
+  if (Math.abs(joined.at(-1) ?? 0) !== text.length) joined.push(text.length);
   return joined;
 }
 
-/** The text of each chunk's FTS row: the chunk and the next two characters (code points). */
+/**
+ * The text of each chunk's FTS row: the chunk and the next two characters, or the next
+ * WORD_WINDOW - 1 after a chunk cut at MAX_CHUNK (code points).
+ */
 export function textChunks(text: string): string[] {
   const chunks: string[] = [];
   let start = 0;
-  for (const end of chunkEnds(text)) {
+  for (const signed of chunkEnds(text)) {
+    const end = Math.abs(signed);
+    const overlap = signed < 0 ? WORD_WINDOW - 1 : 2;
     let over = end;
-    for (let k = 0; k < 2 && over < text.length; k++) over += isHigh(text.charCodeAt(over)) && isLow(text.charCodeAt(over + 1)) ? 2 : 1;
+    for (let k = 0; k < overlap && over < text.length; k++) over += isHigh(text.charCodeAt(over)) && isLow(text.charCodeAt(over + 1)) ? 2 : 1;
     chunks.push(text.slice(start, over));
     start = end;
   }
@@ -114,4 +127,17 @@ export function chunkEdits(before: string | undefined, after: string | undefined
   for (const [slot, chunk] of old) if (now.get(slot) !== chunk) remove.push(slot);
   for (const [slot, chunk] of now) if (old.get(slot) !== chunk) insert.push([slot, chunk]);
   return { remove, insert };
+}
+
+/**
+ * The pieces of a literal whose trigrams may be asked for together (see above): its runs without
+ * whitespace, cut into pieces of at most WORD_WINDOW code points.
+ */
+export function literalWindows(literal: string): string[] {
+  const out: string[] = [];
+  for (const run of literal.split(/[ \n\t\r]+/)) {
+    const cps = Array.from(run);
+    for (let i = 0; i < cps.length; i += WORD_WINDOW) out.push(cps.slice(i, i + WORD_WINDOW).join(''));
+  }
+  return out.filter((w) => w.length > 0);
 }
