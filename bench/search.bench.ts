@@ -154,7 +154,7 @@ const bench: Bench = {
       '',
       '- **indexed**: the repository\'s indexes (`TASK_INDEXES`, each an SQLite table of encoded keys), unique per-sort keys ' +
         '(`sortKeys.*`) for keyset pages, and text as a literal substring of the case-folded `searchText` field through the ' +
-        'substring index (an FTS5 trigram table): either the trigram candidates, each tested exactly, then sorted, or an ordered ' +
+        'substring index (an FTS5 trigram table holding each text in chunks of about 100 characters): either the trigram candidates, each tested exactly, then sorted, or an ordered ' +
         'index walk testing each document until a page is full, whichever the planner estimates cheaper. The plan column names ' +
         'the index (or FTS) and how many documents SQLite handed over.',
       '- **same, naive text**: the same indexed store, with `q` as a case-insensitive regular expression over title and ' +
