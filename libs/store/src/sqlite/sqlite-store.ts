@@ -234,6 +234,7 @@ const FORMAT = 2;
  * a segment holds at most about as many deleted rows as live ones.
  */
 const DELETE_MERGE = 50;
+const deleteMergeSql = (fts: string): string => `INSERT INTO ${fts} (${fts}, rank) VALUES ('deletemerge', ${DELETE_MERGE})`;
 
 /** Trigram counts kept per substring index (cleared when full). */
 const TRIGRAM_COUNTS = 20_000;
@@ -537,6 +538,14 @@ function pendingTextsSql(t: TextState, table: string): string {
   );
 }
 
+/**
+ * A substring index's pending rows. `old`: the text the FTS5 table held for `rid` when it became
+ * pending (JSON; NULL: none), whose chunks come out where the current text's differ.
+ */
+function pendingTableSql(table: string, ifNotExists = ''): string {
+  return `CREATE TABLE ${ifNotExists}${table} (rid INTEGER PRIMARY KEY, old TEXT)`;
+}
+
 function textOf(t: TextState, doc: Doc | null): string | undefined {
   if (!doc) return undefined;
   const strings = pathValues(doc, t.segs).values.filter((v): v is string => typeof v === 'string');
@@ -642,8 +651,8 @@ class SqliteStore implements SqliteDocumentStore {
       const reserved = this.db.prepare("SELECT value FROM store_meta WHERE key = 'version'").get() as { value: number } | undefined;
       this.version = reserved?.value ?? 0;
       this.versionReserved = this.version;
-      if (format?.value === 1) this.atomic.immediate(() => this.fromFormat1());
       this.loadCatalog();
+      if (format?.value === 1) this.atomic.immediate(() => this.fromFormat1());
     } catch (err) {
       this.db.close();
       throw err;
@@ -669,20 +678,18 @@ class SqliteStore implements SqliteDocumentStore {
    * (text-chunks.ts), once, in one transaction with the format's change.
    */
   private fromFormat1(): void {
-    const texts = this.db
-      .prepare('SELECT c.no AS coll, i.no AS no, i.spec AS spec FROM store_indexes AS i JOIN store_collections AS c ON c.no = i.coll ORDER BY c.no, i.no')
-      .all() as { coll: number; no: number; spec: string }[];
-    for (const row of texts) {
-      const spec = normalizeIndexSpec(decodeJson(row.spec) as IndexSpec);
-      if (!spec.substring) continue;
-      const f = `f_${row.coll}_${row.no}`;
-      this.db.exec(`DROP TABLE IF EXISTS q_${row.coll}_${row.no}; INSERT INTO ${f} (${f}) VALUES ('delete-all'); INSERT INTO ${f} (${f}, rank) VALUES ('deletemerge', ${DELETE_MERGE})`);
+    for (const c of this.collections.values()) {
+      for (const t of c.texts) {
+        this.db.exec(
+          `DROP TABLE ${t.pending}; ${pendingTableSql(t.pending)}; ` +
+            `INSERT INTO ${t.table} (${t.table}) VALUES ('delete-all'); ${deleteMergeSql(t.table)}`,
+        );
+        t.pendingRows = 0;
+        this.textsPending.delete(t);
+        this.fillText(c, t);
+      }
     }
-    this.loadCatalog();
-    for (const c of this.collections.values()) for (const t of c.texts) this.fillText(c, t);
     this.prepare(`UPDATE store_meta SET value = ${FORMAT} WHERE key = 'format'`).run();
-    this.collections.clear();
-    this.statements.clear();
   }
 
   private loadCatalog(): void {
@@ -707,9 +714,7 @@ class SqliteStore implements SqliteDocumentStore {
     if (spec.substring) {
       const field = (spec.keys[spec.keys.length - 1] as [string, 1 | -1])[0];
       const pending = `q_${c.no}_${no}`;
-      // `old`: the text the FTS5 table held for `rid` when it became pending (JSON; NULL: none),
-      // whose chunks come out where the current text's differ.
-      this.db.exec(`CREATE TABLE IF NOT EXISTS ${pending} (rid INTEGER PRIMARY KEY, old TEXT)`);
+      this.db.exec(pendingTableSql(pending, 'IF NOT EXISTS '));
       const pendingRows = (this.db.prepare(`SELECT count(*) AS n FROM ${pending}`).get() as { n: number }).n;
       c.texts.push({ no, spec, name: spec.name, field, segs: splitPath(field), table: `f_${c.no}_${no}`, vocab: `v_${c.no}_${no}`, pending, pendingRows, changes: 0, counts: new Map() });
       if (pendingRows > 0) this.textsPending.add(c.texts[c.texts.length - 1] as TextState);
@@ -1730,7 +1735,7 @@ class SqliteStore implements SqliteDocumentStore {
         // Trigrams of the exact characters (no case folding): the substring test stays case-sensitive.
         this.db.exec(
           `CREATE VIRTUAL TABLE ${t.table} USING fts5(t, tokenize = 'trigram case_sensitive 1', detail = none, content = '', contentless_delete = 1); ` +
-            `INSERT INTO ${t.table} (${t.table}, rank) VALUES ('deletemerge', ${DELETE_MERGE})`,
+            deleteMergeSql(t.table),
         );
         this.db.exec(`CREATE VIRTUAL TABLE ${t.vocab} USING fts5vocab(${t.table}, 'row')`);
         this.fillText(c, t);
