@@ -10,6 +10,7 @@ import type { Principal } from '@planning/rpc';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ClaimRecord } from './store/claims.js';
 import { createClaimsHarness, type ClaimsHarness } from './testing/claims-harness.js';
+import { seededRandom as random } from '@planning/store/testing';
 
 let h: ClaimsHarness;
 let ws: string;
@@ -253,17 +254,6 @@ describe('write fence: every kind of agent write', () => {
     for (const id of [mine, theirs, lost]) expect((await h.taskRecord(id))?.priority).toBe('medium');
   });
 });
-
-/** A small seeded generator, so a failing sequence reproduces. */
-function random(seed: number): () => number {
-  let x = seed >>> 0;
-  return () => {
-    x = (x + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(x ^ (x >>> 15), x | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('write fence: tasks no claim has started on', () => {
   it('write fence: an agent PATCH to a never-claimed task asks agents-claims nothing; with a token, or once claimed, it asks', async () => {

@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { describeStoreContract } from '../contract/store-contract.js';
 import type { Filter, StoredDocument } from '../port.js';
 import { createSqliteStore, type SqliteDocumentStore } from './sqlite-store.js';
+import { seededRandom as random } from '../testing/seeded-random.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dirs: string[] = [];
@@ -504,18 +505,6 @@ describe('sqlite store: TTL expiry', () => {
 });
 
 // ---- the filter's SQL form against mingo ------------------------------------------------------
-
-/** mulberry32: seeded, so a failure reproduces. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('sqlite store: filters in SQL agree with mingo', () => {
   const rnd = random(7);

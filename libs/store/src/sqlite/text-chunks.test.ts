@@ -4,17 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { chunkEdits, chunkSlots, literalWindows, MAX_CHUNKS, textChunks, WORD_WINDOW } from './text-chunks.js';
-
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from '../testing/seeded-random.js';
 
 const rnd = random(7);
 const WORDS = ['lease', 'claim', 'Straße', '漢字', '🚀launch', '👍🏽ok', 'a\u200db', 'x(y)', 'deploy', 'index', 'naïve', 'ÜBER', 'q?', '100%', '-', 'fooBarBaz'];

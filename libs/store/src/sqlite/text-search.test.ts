@@ -12,17 +12,7 @@ import { createSqliteStore } from './sqlite-store.js';
 import { trigrams } from './planner.js';
 import { CHUNK_BITS } from './text-chunks.js';
 import { SQLITE_DRIVER } from './driver.js';
-
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from '../testing/seeded-random.js';
 
 const rnd = random(12345);
 const pick = <T>(list: readonly T[]): T => list[Math.floor(rnd() * list.length)] as T;

@@ -14,20 +14,9 @@ import { PlanningRepository } from '../store/planning.js';
 import { derivedFields, type TaskRecord } from '../store/task-documents.js';
 import { TaskRepository } from '../store/tasks.js';
 import { searchQuery, type TaskSearch } from '../store/task-search.js';
+import { seededRandom as random } from '@planning/store/testing';
 
 export { createEmbeddedStore, searchQuery, type TaskSearch };
-
-/** mulberry32: a small seeded generator, so every run measures the same data. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const WORDS = (
   'index query planner cursor page agent claim lease status review deploy release bug fix refactor test ' +
