@@ -306,9 +306,9 @@ const bench: Bench = {
       'Reading the table: a claim is the baseline status move plus a read of the task, the claim insert that decides ' +
         'the race (against two partial unique indexes), the agent-run counter and the claim updated in one transaction, ' +
         'the move itself with the claim mirrored on the task, and the claim marked started with its event. Claims of one ' +
-        'workspace meter one at a time per process (they all write the counter of the month; in parallel the transactions ' +
-        'would mostly collide and retry), which bounds the claim rate of a workspace per process but keeps the tail short; ' +
-        'the next one starts as soon as the previous one has committed, not once its commit is on disk, so they share flushes. A lost race ' +
+        'workspace meter in turns per process (they all write the counter of the month; in parallel the transactions ' +
+        'would mostly collide and retry): the claims that arrive while a turn\'s transaction runs are metered together in the next one, ' +
+        'each decided as alone; the next turn starts as soon as the previous one has committed, not once its commit is on disk, so turns share flushes. A lost race ' +
         'stops at the first check that sees the winner (the task read or the insert), so race attempts are cheaper than ' +
         'winning claims.',
       '',

@@ -252,7 +252,7 @@ function render(r: Results, done: boolean): string {
         'batch rather than once per write; a file store\'s disk flush gathers every commit of a turn of the event loop. An update of top-level ' +
         'fields (what every repository write sends) is applied to a shallow copy without mingo, and the conditions writes and lookups make ' +
         '(`{_id, version}`, a claim\'s `{_id, state, expiresAt: {$gt}}`: equalities, `$in`, ranges on strings, numbers and dates) are tested ' +
-        'directly on the row read by id, without building a mingo query. Claims of a workspace take their metering transactions one at a time, ' +
+        'directly on the row read by id, without building a mingo query. Claims of a workspace are metered in turns (the claims that arrive while one turn\'s transaction runs share the next one), ' +
         'each starting once the one before has committed (not once it is on disk), so on a file they share flushes. ' +
         'The trigram batch reads a top-level text field\'s string with `json_extract` (whole documents only for arrays, objects and nested paths); ' +
         'a top-level update path is checked without splitting it, an index entry on fields reached through objects only is found without collecting arrays, and compared as bytes when one key replaces one key ' +

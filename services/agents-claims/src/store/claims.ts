@@ -53,24 +53,38 @@ export type MeteredInsert =
   | { ok: false; denied: MeterDecision; conflict?: undefined };
 
 /** A duplicate key on one of the active-claim indexes: another active claim won the race. */
-class InsertConflict extends Error {
-  constructor(readonly on: 'issue' | 'agent') {
-    super(`an active claim on this ${on} exists`);
-    this.name = 'InsertConflict';
-  }
-}
-
-function insertConflict(err: unknown): InsertConflict | undefined {
-  if (isDuplicateKeyError(err, ACTIVE_ISSUE_INDEX)) return new InsertConflict('issue');
-  if (isDuplicateKeyError(err, ACTIVE_AGENT_INDEX)) return new InsertConflict('agent');
+function conflictOn(err: unknown): 'issue' | 'agent' | undefined {
+  if (isDuplicateKeyError(err, ACTIVE_ISSUE_INDEX)) return 'issue';
+  if (isDuplicateKeyError(err, ACTIVE_AGENT_INDEX)) return 'agent';
   return undefined;
 }
 
-/** The agent-run quota refused the claim (thrown out of its transaction so nothing is stored). */
-class Denied extends Error {
-  constructor(readonly decision: MeterDecision) {
-    super('agent-run quota exhausted');
-    this.name = 'Denied';
+/** Claims metered in one turn, at most (one transaction; see `insertMetered`). */
+const METERING_TURN = 64;
+
+interface MeteringRequest {
+  record: ClaimRecord;
+  meter: UsageMeter;
+  limit: number | null;
+  now: Date;
+  resolve: (outcome: MeteredInsert) => void;
+  reject: (err: unknown) => void;
+}
+
+interface MeteringTurns {
+  waiting: MeteringRequest[];
+  /** A turn is running or about to. */
+  running: boolean;
+}
+
+/** A claim of the turn met an active claim committed meanwhile: its answer, and the turn runs again without it. */
+class TurnConflict extends Error {
+  constructor(
+    readonly index: number,
+    readonly on: 'issue' | 'agent',
+  ) {
+    super(`an active claim on this ${on} exists`);
+    this.name = 'TurnConflict';
   }
 }
 
@@ -101,8 +115,8 @@ const VERB: Readonly<Record<Exclude<StoredState, 'active'>, string>> = {
  * past) and written with its event through the outbox.
  */
 export class ClaimRepository {
-  /** Metering transactions in flight per workspace, chained (see `meter`). */
-  private readonly metering = new Map<string, Promise<unknown>>();
+  /** Claims waiting for their workspace's metering turn (see `insertMetered`). */
+  private readonly metering = new Map<string, MeteringTurns>();
 
   private constructor(
     readonly claims: Collection<ClaimRecord>,
@@ -147,53 +161,104 @@ export class ClaimRepository {
    * unique indexes first (a conflict is the answer, before the quota), then the month's counter,
    * conditional on the plan's limit; the claim is stored with the period it took. Denied, nothing
    * is stored (the claim never existed). A crash leaves both or neither.
+   *
+   * Every claim of a workspace writes the same counter, so concurrent transactions on it would
+   * mostly lose the write conflict and retry. In this process the claims of a workspace are
+   * metered in turns (`meterTurn`): while one turn's transaction runs, the claims that arrive wait,
+   * and the next turn takes all of them in one transaction, each claim decided in arrival order
+   * exactly as one transaction of its own would decide it. Replicas still may collide; the
+   * transaction's retry handles that.
    */
-  async insertMetered(record: ClaimRecord, meter: UsageMeter, limit: number | null, now: Date): Promise<MeteredInsert> {
-    const metered: ClaimRecord = { ...record, meteredPeriod: quotaPeriod(now) };
-    try {
-      return await this.metered(record.workspaceId, (committed) =>
-        this.store.withTransaction(async (session) => {
-          try {
-            await this.claims.insertOne(metered, { session });
-          } catch (err) {
-            throw insertConflict(err) ?? err;
-          }
-          const decision = await meter.tryConsume({ workspaceId: record.workspaceId, kind: 'agent-runs', limit, now, session });
-          // Thrown, so the transaction stores nothing.
-          if (!decision.allowed) throw new Denied(decision);
-          if (decision.period !== metered.meteredPeriod) throw new Error(`metered period ${decision.period} is not the claim's ${metered.meteredPeriod}`);
-          return { ok: true as const, decision };
-        }, { onCommitted: committed }),
-      );
-    } catch (err) {
-      if (err instanceof Denied) return { ok: false, denied: err.decision };
-      if (err instanceof InsertConflict) return { ok: false, conflict: err.on };
-      throw err;
-    }
+  insertMetered(record: ClaimRecord, meter: UsageMeter, limit: number | null, now: Date): Promise<MeteredInsert> {
+    return new Promise<MeteredInsert>((resolve, reject) => {
+      let turns = this.metering.get(record.workspaceId);
+      if (!turns) {
+        turns = { waiting: [], running: false };
+        this.metering.set(record.workspaceId, turns);
+      }
+      turns.waiting.push({ record, meter, limit, now, resolve, reject });
+      if (!turns.running) {
+        turns.running = true;
+        // The claims the same run of code makes (a batch of requests resumed together) share the first turn.
+        const started = turns;
+        queueMicrotask(() => this.meterTurn(record.workspaceId, started));
+      }
+    });
   }
 
   /**
-   * Every claim of a workspace writes the same counter: concurrent transactions on it would
-   * mostly lose the write conflict and retry. One at a time per workspace in this process keeps
-   * them from colliding; replicas still may, and the transaction's retry handles that. The next
-   * claim's transaction starts once this one has committed (`committed`, given to the store as
-   * `onCommitted`), not once the commit is on disk: it reads the counter as committed, and the
-   * commits reach the disk in order, so claims of a workspace share flushes instead of each
-   * waiting for its own.
+   * One turn: the waiting claims (at most METERING_TURN) in one transaction. The next turn starts
+   * once this one has committed (`onCommitted`), not once the commit is on disk: it reads the
+   * counter as committed, and the commits reach the disk in order, so turns share flushes.
    */
-  private async metered<R>(workspaceId: string, work: (committed: () => void) => Promise<R>): Promise<R> {
-    const previous = this.metering.get(workspaceId) ?? Promise.resolve();
-    let release!: () => void;
-    const turn = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    this.metering.set(workspaceId, turn);
-    try {
-      await previous;
-      return await work(release);
-    } finally {
-      release();
-      if (this.metering.get(workspaceId) === turn) this.metering.delete(workspaceId);
+  private meterTurn(workspaceId: string, turns: MeteringTurns): void {
+    const batch = turns.waiting.splice(0, METERING_TURN);
+    if (batch.length === 0) {
+      turns.running = false;
+      if (this.metering.get(workspaceId) === turns) this.metering.delete(workspaceId);
+      return;
+    }
+    let next = false;
+    const proceed = () => {
+      if (next) return;
+      next = true;
+      this.meterTurn(workspaceId, turns);
+    };
+    this.meterBatch(batch, proceed)
+      .then(
+        (outcomes) => batch.forEach((request, i) => request.resolve(outcomes[i] as MeteredInsert)),
+        (err: unknown) => batch.forEach((request) => request.reject(err)),
+      )
+      .finally(proceed);
+  }
+
+  /**
+   * The turn's transaction. A claim whose insert meets an active claim committed meanwhile is
+   * answered with that conflict and the transaction runs again without it (on MongoDB a failed
+   * write aborts the whole transaction); a claim meeting one of the turn's own is answered so
+   * without an insert. Denied claims store nothing.
+   */
+  private async meterBatch(batch: MeteringRequest[], committed: () => void): Promise<MeteredInsert[]> {
+    const settled = new Map<number, MeteredInsert>();
+    for (;;) {
+      try {
+        const decided = await this.store.withTransaction(async (session) => {
+          const outcomes = new Map(settled);
+          const issues = new Set<string>();
+          const agents = new Set<string>();
+          for (const [i, { record, meter, limit, now }] of batch.entries()) {
+            if (outcomes.has(i)) continue;
+            const agentKey = `${record.workspaceId}\u0000${record.agentId}`;
+            if (issues.has(record.issueId) || agents.has(agentKey)) {
+              outcomes.set(i, { ok: false, conflict: issues.has(record.issueId) ? 'issue' : 'agent' });
+              continue;
+            }
+            const metered: ClaimRecord = { ...record, meteredPeriod: quotaPeriod(now) };
+            try {
+              await this.claims.insertOne(metered, { session });
+            } catch (err) {
+              const on = conflictOn(err);
+              throw on ? new TurnConflict(i, on) : err;
+            }
+            const decision = await meter.tryConsume({ workspaceId: record.workspaceId, kind: 'agent-runs', limit, now, session });
+            if (decision.period !== metered.meteredPeriod) throw new Error(`metered period ${decision.period} is not the claim's ${metered.meteredPeriod}`);
+            if (!decision.allowed) {
+              // Refused: the claim the transaction holds goes again, and the counter is unchanged.
+              await this.claims.deleteOne({ _id: metered._id }, { session });
+              outcomes.set(i, { ok: false, denied: decision });
+              continue;
+            }
+            issues.add(record.issueId);
+            agents.add(agentKey);
+            outcomes.set(i, { ok: true, decision });
+          }
+          return outcomes;
+        }, { onCommitted: committed });
+        return batch.map((_, i) => decided.get(i) as MeteredInsert);
+      } catch (err) {
+        if (!(err instanceof TurnConflict)) throw err;
+        settled.set(err.index, { ok: false, conflict: err.on });
+      }
     }
   }
 
