@@ -27,8 +27,15 @@ export class ClaimHolding {
   ) {}
 
   /** The caller's answered, unexpired claim on the task (409 stale-claim otherwise). */
-  private async heldClaim(agent: AgentCaller, issueId: string, fencingToken: number | undefined, now: Date): Promise<ClaimRecord> {
-    const claim = await this.deps.claims.activeForIssue(issueId);
+  private async heldClaim(
+    agent: AgentCaller,
+    issueId: string,
+    fencingToken: number | undefined,
+    now: Date,
+    /** The task's active claim, when the caller has just read it. */
+    active?: ClaimRecord | null,
+  ): Promise<ClaimRecord> {
+    const claim = active === undefined ? await this.deps.claims.activeForIssue(issueId) : active;
     if (!claim || !claim.started || claim.agentId !== agent.agentId || claim.workspaceId !== agent.workspaceId) throw staleClaim();
     if (fencingToken !== undefined && fencingToken !== claim.fencingToken) {
       throw staleClaim(`Fencing token ${fencingToken} is stale: the current claim's token is ${claim.fencingToken}`);
@@ -112,7 +119,7 @@ export class ClaimHolding {
       if (active && active.agentId !== agent.agentId && active.expiresAt > now) {
         throw conflict('active-claim', 'Another agent holds the active claim on this issue; only it or a workspace member may release it');
       }
-      claim = await this.heldClaim(agent, issueId, fencingToken, now);
+      claim = await this.heldClaim(agent, issueId, fencingToken, now, active);
     } else {
       if (!active || !active.started) throw staleClaim('No active claim on this issue');
       if (fencingToken !== undefined && fencingToken !== active.fencingToken) {
