@@ -135,9 +135,16 @@ export function chunkEdits(before: string | undefined, after: string | undefined
  */
 export function literalWindows(literal: string): string[] {
   const out: string[] = [];
-  for (const run of literal.split(/[ \n\t\r]+/)) {
-    const cps = Array.from(run);
-    for (let i = 0; i < cps.length; i += WORD_WINDOW) out.push(cps.slice(i, i + WORD_WINDOW).join(''));
+  let run: string[] = [];
+  const cut = () => {
+    for (let i = 0; i < run.length; i += WORD_WINDOW) out.push(run.slice(i, i + WORD_WINDOW).join(''));
+    run = [];
+  };
+  // Whitespace as chunkEnds sees it, by code point.
+  for (const cp of literal) {
+    if (cp.length === 1 && isSpace(cp.charCodeAt(0))) cut();
+    else run.push(cp);
   }
-  return out.filter((w) => w.length > 0);
+  cut();
+  return out;
 }

@@ -228,8 +228,8 @@ export class ClaimRepository {
           const agents = new Set<string>();
           for (const [i, { record, meter, limit, now }] of batch.entries()) {
             if (outcomes.has(i)) continue;
-            const agentKey = `${record.workspaceId}\u0000${record.agentId}`;
-            if (issues.has(record.issueId) || agents.has(agentKey)) {
+            // One workspace per turn: the agent's id alone names it.
+            if (issues.has(record.issueId) || agents.has(record.agentId)) {
               outcomes.set(i, { ok: false, conflict: issues.has(record.issueId) ? 'issue' : 'agent' });
               continue;
             }
@@ -243,13 +243,13 @@ export class ClaimRepository {
             const decision = await meter.tryConsume({ workspaceId: record.workspaceId, kind: 'agent-runs', limit, now, session });
             if (decision.period !== metered.meteredPeriod) throw new Error(`metered period ${decision.period} is not the claim's ${metered.meteredPeriod}`);
             if (!decision.allowed) {
-              // Refused: the claim the transaction holds goes again, and the counter is unchanged.
+              // Refused: the transaction's insert of the claim is undone; the counter is unchanged.
               await this.claims.deleteOne({ _id: metered._id }, { session });
               outcomes.set(i, { ok: false, denied: decision });
               continue;
             }
             issues.add(record.issueId);
-            agents.add(agentKey);
+            agents.add(record.agentId);
             outcomes.set(i, { ok: true, decision });
           }
           return outcomes;
