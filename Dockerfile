@@ -117,5 +117,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 # the bundle keeps function names, so stacks stay readable. The maps ship beside the bundle:
 # NODE_OPTIONS=--enable-source-maps maps stacks back to the TypeScript sources when needed.
 # --max-semi-space-size=4 keeps the main thread's young generation at 2 x 4 MB instead of the
-# 2 x 16 MB V8 grows it to while the modules load (about 23 MB of idle RSS; scripts/node-flags.mjs).
+# 2 x 16 MB V8 grows it to while the modules load (about 23 MB of RSS until the process's quiet
+# start-up compaction; scripts/node-flags.mjs).
 ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/main.mjs"]

@@ -570,8 +570,8 @@ async function bundleEnv(port: number, adminPassword: string, servicesThread: 'o
   };
 }
 
-/** Seconds the heap probe's copy of the bundle idles before its second reading (V8's memory reducer has run by then). */
-const SETTLE_SECONDS = Number(process.env.HTTP_BENCH_SETTLE_SECONDS ?? 150);
+/** Seconds after `/ready` of the second idle reading: each thread's start-up compaction has run by then (after six quiet seconds). */
+const QUIET_SECONDS = Number(process.env.HTTP_BENCH_QUIET_SECONDS ?? 12);
 
 interface HeapReading {
   rssMb: number;
@@ -580,8 +580,7 @@ interface HeapReading {
 
 /**
  * Where the idle bundle's memory is: a copy started only for this with bench/heap-probe.mjs
- * (`--import`), read 3 s after `/ready` like the idle RSS and again after SETTLE_SECONDS of
- * idling, each thread's V8 heap spaces. The rest of the resident set is outside the V8 heaps
+ * (`--import`), read 3 s after `/ready` like the idle RSS and again QUIET_SECONDS after it, each thread's V8 heap spaces. The rest of the resident set is outside the V8 heaps
  * (Node's own code and data, the second isolate, native addons, malloc).
  */
 async function heapBreakdown(
@@ -615,10 +614,9 @@ async function heapBreakdown(
     await new Promise((r) => setTimeout(r, 3_000));
     const start = await read('start');
     log(`idle memory 3 s after start: ${describeHeaps(start)}`);
-    log(`idling ${SETTLE_SECONDS} s for the settled reading`);
-    await new Promise((r) => setTimeout(r, SETTLE_SECONDS * 1000));
+    await new Promise((r) => setTimeout(r, (QUIET_SECONDS - 3) * 1000));
     const settled = await read('settled');
-    log(`idle memory after ${SETTLE_SECONDS} s: ${describeHeaps(settled)}`);
+    log(`idle memory ${QUIET_SECONDS} s after start: ${describeHeaps(settled)}`);
     if (writes === 0) return { start, settled };
     // The same copy after `writes` status moves: read as they leave it, then after a full garbage
     // collection in each thread (what is retained, not what has not been collected yet).
@@ -735,8 +733,12 @@ const bench: Bench = {
       const proc = await spawnNode([...profile, join(ROOT, 'dist/main.mjs')], env, port, '/ready');
       await new Promise((r) => setTimeout(r, 3_000));
       const idle = rssMb(proc.child.pid);
-      log(`SERVICES_THREAD=${layout}: idle RSS ${idle.toFixed(0)} MB`);
-      return { proc, idle, dataDir: env.DATA_DIR, metricsPort: env.METRICS_PORT, f: await seed(proc.url, adminPassword, log, loopTasks) };
+      // Again once the process has been quiet long enough for its start-up compaction (each thread
+      // collects once after six quiet seconds: libs/runtime/src/quiet-compaction.ts).
+      await new Promise((r) => setTimeout(r, (QUIET_SECONDS - 3) * 1000));
+      const quiet = rssMb(proc.child.pid);
+      log(`SERVICES_THREAD=${layout}: idle RSS ${idle.toFixed(0)} MB 3 s after start, ${quiet.toFixed(0)} MB after ${QUIET_SECONDS} s`);
+      return { proc, idle, quiet, dataDir: env.DATA_DIR, metricsPort: env.METRICS_PORT, f: await seed(proc.url, adminPassword, log, loopTasks) };
     };
     const rows = new Map<string, Run[]>();
     const want = (row: string) => ONLY.size === 0 || ONLY.has(row);
@@ -854,6 +856,8 @@ const bench: Bench = {
     }
     const idleRss = two.idle;
     const idleRssOne = one.idle;
+    const quietRss = two.quiet;
+    const quietRssOne = one.quiet;
 
     const distributed = await distributedPhase(log);
     const { oneGateway, twoGateways, failure: distributedFailure } = distributed;
@@ -911,16 +915,15 @@ const bench: Bench = {
         `The same agents all in step (every agent on the same step at once: ${fmt(CONNECTIONS * AGENT_RATE)} claims/s for a quarter of a second, then as many status posts, ...; the earlier runs of this benchmark measured only this): ` +
         `${fmt(loopInStep?.requests ?? 0)} requests, p50 ${ms(inStepStats.p50)}, p99 ${ms(inStepStats.p99)}, ${loopInStep?.failures ?? 0} non-2xx; per step: ${stepTimes(loopInStep)}.`,
       '',
-      `Memory: idle RSS of the bundle after start ${mb(idleRss)} with the services' thread, ${mb(idleRssOne)} with one thread (target ≤ 120 MB); after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}); the event consumers by then (from the bundle's /metrics): ${lagNote}.`,
+      `Memory: idle RSS of the bundle ${QUIET_SECONDS} s after start, once each thread's start-up compaction has run (one full collection after six quiet seconds, which lets V8 shrink a new space grown while the modules loaded), **${mb(quietRss)}** with the services' thread, ${mb(quietRssOne)} with one thread (target ≤ 120 MB); 3 s after start, before it, ${mb(idleRss)} and ${mb(idleRssOne)}; after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}); the event consumers by then (from the bundle's /metrics): ${lagNote}.`,
       '',
       (heaps
         ? `Where the idle memory is (a copy of the bundle started for this with bench/heap-probe.mjs, the same layout): 3 s after start, RSS ${mb(heaps.start.rssMb)}: ${describeHeaps(heaps.start)}. ` +
-          `The same process after ${SETTLE_SECONDS} s of idling, once V8's memory reducer has run (it shrinks a new space back to 1 MB and compacts the old space when allocation has stayed low for a while; the main thread's took about 110 s in trials): RSS **${mb(heaps.settled.rssMb)}**: ${describeHeaps(heaps.settled)}. `
+          `The same process ${QUIET_SECONDS} s after start, once each thread's start-up compaction has run (libs/runtime/src/quiet-compaction.ts: V8 shrinks a new space back to 1 MB after a full collection when allocation has stayed low for five seconds; its own memory reducer did so after about two idle minutes): RSS **${mb(heaps.settled.rssMb)}**: ${describeHeaps(heaps.settled)}. `
         : 'Where the idle memory is: not measured in this run. ') +
         'Loaded only on first use: the OAuth authorization server (oidc-provider with Koa, on the first `/oauth/` request, sign-in page or OAuth access token), the Redis, NATS, MongoDB and AWS clients (when configured). ' +
-        "The services' thread runs with a 12 MB young generation (`resourceLimits`; the process-wide `--max-semi-space-size` below caps it at the same two 4 MB semi-spaces); the gateway's thread cannot be given one from inside the process (V8 fixes the main isolate's semi-space limit when Node creates it, before any of the bundle runs), " +
-        `so every start command passes ${(BUNDLE_NODE_FLAGS as string[]).join(' ')} to node (scripts/node-flags.mjs; the copies measured here too): without it the main thread's new space grows to 2 × 16 MB while the modules load and stays so until the memory reducer gives it back (about 23 MB of the idle RSS), and with ${Object.entries(BUNDLE_ENV as Record<string, string>).map(([k, v]) => `${k}=${v}`).join(' ')} in its environment (glibc's malloc keeps two arenas instead of one per allocating thread: about 16 MB of the idle RSS with the services' thread). ` +
-        "The nursery is a trade of idle memory for throughput, measured (quick runs, alternated, two each): the services' thread with two 16 MB semi-spaces (the flag raised before the worker starts) scavenged a third as often under load and answered about 5 to 10 % more PATCHes and 8 % more claims, and idled 17 MB higher (147 -> 164 MB); it stays at 4 MB. " +
+        "The services' thread, the busy one under writes, runs with V8's 16 MB semi-spaces (a 48 MB young generation; the flag raised before the worker starts): measured in quick runs, alternated, two each, against 4 MB it scavenged a third as often under the PATCH load and answered about 9 % more PATCHes and 4 to 6 % more claims, for about 15 MB more RSS 3 s after start and none once the start-up compaction has run (tried: giving glibc's malloc a fixed trim threshold saved about 4 MB idle and cost 6 to 20 % of the page and PATCH rows; full minification of the bundle saved nothing). " +
+        `The gateway's thread cannot be given a nursery from inside the process (V8 fixes the main isolate's semi-space limit when Node creates it, before any of the bundle runs), so every start command passes ${(BUNDLE_NODE_FLAGS as string[]).join(' ')} to node (scripts/node-flags.mjs; the copies measured here too): without it the main thread's new space grows to 2 × 16 MB while the modules load (about 23 MB until the compaction), and with ${Object.entries(BUNDLE_ENV as Record<string, string>).map(([k, v]) => `${k}=${v}`).join(' ')} in its environment (glibc's malloc keeps two arenas instead of one per allocating thread: about 16 MB of the idle RSS with the services' thread). ` +
         "The gateway compiles a route's request validators and response serializers when the route is first used (1,088 of them; compiled at start they cost about 5 MB of live heap and 12 MB committed in the gateway's thread, and 0.3 s of start-up). " +
         "What stays is code and the objects modules build when imported: each thread holds its own copy of what both import (zod schemas, the embedded store's query engine, protobuf descriptors, the OpenTelemetry SDK, pino), and each only what it runs besides: the gateway's thread the HTTP server (fastify, ajv, the OpenAPI document and /docs) and only the services' module definitions (name, dependencies, settings: what the entry point checks before it starts the worker; each service's implementation is loaded with import() in the thread that runs it), the services' thread the services and grpc-js (loaded on first use: the gateway's thread reaches the services through the MessagePort and makes no gRPC call). test/e2e/main-thread.test.ts reads each thread's list of compiled scripts and holds it to that. The OpenTelemetry SDK is registered without @opentelemetry/sdk-node, which brought declarative configuration with a YAML parser, the logs SDK and auto-instrumentation (about 0.8 MB of code per thread, unused). The second isolate itself costs about 12 MB (an idle Node worker).",
       '',

@@ -5,13 +5,13 @@
 //
 // --max-semi-space-size=4: the main thread's young generation (V8's new space) keeps two
 // semi-spaces of at most 4 MB instead of V8's 16 MB. While the modules load the main thread
-// allocates fast enough for V8 to grow the new space to 2 x 16 MB, and the pages stay resident
-// until V8's memory reducer gives them back after about two idle minutes: about 23 MB of the idle
-// RSS (203 -> 180 MB with the services' thread, measured with bench/heap-probe.mjs). Nothing from
-// inside the process can do it: V8 fixes the main isolate's semi-space limit when Node creates it,
-// and a forced collection does not shrink the new space. The services' thread already runs with
-// the same nursery (resourceLimits.maxYoungGenerationSizeMb 12 = three 4 MB semi-spaces, src/modules.ts).
-// Smaller (1 or 2 MB) promotes more short-lived objects to the old space and saved nothing more.
+// allocates fast enough for V8 to grow the new space to 2 x 16 MB: about 23 MB more RSS until
+// the start-up compaction gives it back once the process has been quiet for six seconds
+// (libs/runtime/src/quiet-compaction.ts; V8's own memory reducer took about two idle minutes).
+// V8 fixes the main isolate's semi-space limit when Node creates it, before any of the bundle
+// runs, so only a flag can set it. The gateway's thread is not the busy one under writes, and the
+// by-id and page rows of the HTTP benchmark stayed within their noise with it. The services'
+// thread, busy under writes, gets V8's 16 MB (src/modules.ts raises the flag before it starts).
 export const BUNDLE_NODE_FLAGS = ['--max-semi-space-size=4'];
 
 // The environment every start command gives the bundle, beside the flags (the same places).

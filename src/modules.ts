@@ -54,16 +54,18 @@ export function modulesFor(target: Target): string[] {
 }
 
 /**
- * The services' thread's young generation (V8's new space: two semi-spaces of 4 MB here). V8's
- * default lets it grow to two of 16 MB during start-up, and those pages stay resident while the
- * process idles (about 17 MB of the idle RSS). The process-wide `--max-semi-space-size=4` every
- * start command passes (scripts/node-flags.mjs) caps this isolate too, so the two agree. The
- * smaller nursery costs throughput under writes: with two 16 MB semi-spaces (the V8 flag raised
- * before the worker starts) the thread scavenged a third as often and the bench's PATCH and claim
- * rows answered about 5 to 10 % more, for 17 MB more idle RSS (147 -> 164 MB). Memory won: the
- * idle target is the one a laptop feels (docs/benchmarks.md).
+ * The services' thread's young generation (V8's new space): three semi-spaces of 16 MB, V8's
+ * default, above the main thread's 4 MB (scripts/node-flags.mjs). Under writes this thread is the
+ * busy one, and most of what a request allocates here lives until its commit is on disk, so a
+ * small nursery copies it again and again: with 16 MB semi-spaces it scavenged a third as often
+ * under the bench's PATCH load (325 against 989 times, half the time), and the PATCH row answered
+ * about 9 % more and the claim row 4 to 6 % more than with 4 MB (quick runs, alternated, two
+ * each; by-id and page rows within their noise). The nursery grows to its limit while the
+ * modules load; the thread's start-up compaction gives it back once the process idles
+ * (libs/runtime/src/quiet-compaction.ts), so the idle RSS after it is the same either way (129-131
+ * against 132 MB; 3 s after start, before it, 160 against 146 MB).
  */
-const SERVICES_THREAD_LIMITS = { maxYoungGenerationSizeMb: 12 };
+const SERVICES_THREAD_LIMITS = { maxYoungGenerationSizeMb: 48 };
 
 /**
  * What the main thread runs: every module of the target, or, when the services run in a worker

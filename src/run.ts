@@ -1,5 +1,6 @@
 import { describeEnv } from '@planning/config';
 import {
+  compactWhenQuiet,
   configureFailpoints,
   createRuntime,
   describeProcessConfig,
@@ -116,6 +117,8 @@ export async function run(options: RunOptions): Promise<void> {
     await importLegacyDataDir(config, servicesOf(config.target), (details, message) => logger.info(details, message));
     await runtime.start();
     if (!stopping) printBanner(bannerFactsOf(config, settings.settings, logLevel));
+    // The start-up's nursery back to the system once the process idles (quiet-compaction.ts).
+    compactWhenQuiet({ onCollected: (report) => logger.debug(report, 'start-up memory compacted') });
   } catch (err) {
     // Stopped while starting (Ctrl-C right after the HTTP port opened): the modules still starting
     // fail on their closed stores. That is the stop, not a failure: the shutdown above exits 0.

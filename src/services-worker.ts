@@ -10,7 +10,7 @@ import { startTelemetry } from '@planning/telemetry';
 // Spans of this thread are exported by its own SDK, under the process's service name.
 const telemetry = startTelemetry({ serviceName: process.env.OTEL_SERVICE_NAME?.trim() || 'planning-service' });
 
-const { configureFailpoints, createRuntime, loadModuleSettings, resolveModules } = await import('@planning/runtime');
+const { compactWhenQuiet, configureFailpoints, createRuntime, loadModuleSettings, resolveModules } = await import('@planning/runtime');
 const { createLogger } = await import('@planning/telemetry');
 const { SERVICES_THREAD_ROOTS, servicesThreadModules } = await import('./services-thread-modules.js');
 
@@ -47,6 +47,8 @@ if (!settings.ok) {
   });
   try {
     await runtime.start();
+    // This thread's start-up nursery back to the system once it idles (quiet-compaction.ts).
+    compactWhenQuiet({ onCollected: (report) => logger.debug(report, 'start-up memory compacted') });
     lifecycle.postMessage({ t: 'started', grpcPort: Number(/:(\d+)$/.exec(grpcAddress)?.[1] ?? config.GRPC_PORT) });
   } catch (err) {
     lifecycle.postMessage({ t: 'failed', message: err instanceof Error ? err.message : String(err) });

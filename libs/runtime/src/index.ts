@@ -8,4 +8,5 @@ export * from './infra.js';
 export * from './metrics.js';
 export { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
 export * from './services-thread.js';
+export { compactWhenQuiet, fullCollection, newSpaceCommittedBytes, type QuietCompactionOptions } from './quiet-compaction.js';
 export type { ReadyReport as ThreadReadyReport } from './thread-port.js';

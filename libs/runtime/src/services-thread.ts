@@ -6,6 +6,7 @@
  * are ports into the worker (see thread-port.ts). Calls between services inside the worker stay
  * direct.
  */
+import { setFlagsFromString } from 'node:v8';
 import { MessageChannel, Worker, type MessagePort, type ResourceLimits } from 'node:worker_threads';
 import type { DescService } from '@bufbuild/protobuf';
 import { createPrincipalSigner, createRpcClient, viewRegistry, type ResponseView, type RpcClient } from '@planning/rpc';
@@ -49,6 +50,12 @@ export function createServicesThreadModule(
         port: channel.port2,
         logLevel: typeof logLevel === 'string' ? logLevel : ctx.config.LOG_LEVEL,
       };
+      const young = options.resourceLimits?.maxYoungGenerationSizeMb;
+      // V8 lets `--max-semi-space-size`, when set (the start commands set it for the main thread:
+      // scripts/node-flags.mjs), override a worker's young generation limit. The flag is read when
+      // an isolate is made, so raised here it reaches the worker's isolate and leaves this one's as
+      // it is. (A young generation is three semi-spaces.)
+      if (young !== undefined) setFlagsFromString(`--max-semi-space-size=${Math.max(1, Math.floor(young / 3))}`);
       const worker = new Worker(entry, {
         workerData: data,
         transferList: [channel.port2],
