@@ -166,13 +166,18 @@ export const rpcClientsModule: ModuleDefinition<undefined, RpcClientsExports> = 
  * the embedded SQLite store in `<DATA_DIR>/<service>/<service>.sqlite` (in memory for
  * `DATA_DIR=:memory:`).
  */
-export async function openServiceStore(config: ProcessConfig, service: ServiceName): Promise<DocumentStore> {
+export async function openServiceStore(
+  config: ProcessConfig,
+  service: ServiceName,
+  logger?: { info(details: Record<string, unknown>, message: string): void },
+): Promise<DocumentStore> {
   if (config.MONGODB_URI) {
     return createStore({ kind: 'mongodb', uri: config.MONGODB_URI, database: `${config.MONGODB_DB_PREFIX}-${service}` });
   }
   const dataDir = config.dataDir ?? IN_MEMORY;
   if (dataDir === IN_MEMORY) return createStore({ kind: 'embedded', path: IN_MEMORY });
-  return createStore({ kind: 'embedded', path: serviceStorePath(dataDir, service) });
+  const log = logger ? (details: Record<string, unknown>, message: string) => logger.info({ service, ...details }, message) : undefined;
+  return createStore({ kind: 'embedded', path: serviceStorePath(dataDir, service), ...(log ? { log } : {}) });
 }
 
 /** The SQLite file of a service's embedded store under DATA_DIR. */

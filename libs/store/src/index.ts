@@ -31,14 +31,20 @@ export function createEmbeddedStore(options: EmbeddedStoreOptions = {}): SqliteD
 }
 
 export type StoreConfig =
-  | { kind: 'embedded'; /** SQLite file, or `:memory:`. */ path: string }
+  | {
+      kind: 'embedded';
+      /** SQLite file, or `:memory:`. */
+      path: string;
+      /** Told what opening the file changed in it (a format upgrade). */
+      log?: (details: Record<string, unknown>, message: string) => void;
+    }
   | { kind: 'mongodb'; uri: string; database: string; appName?: string };
 
 /** Opens the store the configuration names. */
 export async function createStore(config: StoreConfig): Promise<DocumentStore> {
   switch (config.kind) {
     case 'embedded':
-      return createSqliteStore({ path: config.path });
+      return createSqliteStore({ path: config.path, ...(config.log ? { log: config.log } : {}) });
     case 'mongodb': {
       // Loaded here only: a process on the embedded store never loads the MongoDB driver.
       const { createMongoStore } = await import('./mongo/mongo-store.js');

@@ -36,7 +36,7 @@ export const agentsClaimsImplementation: ModuleImplementation<AgentsClaimsSettin
     const rpc = ctx.get<RpcServerExports>('rpc-server');
     const clients = ctx.get<RpcClientsExports>('rpc-clients');
     const settings = ctx.settings;
-    const store = await openServiceStore(ctx.config, 'agents-claims');
+    const store = await openServiceStore(ctx.config, 'agents-claims', ctx.logger);
     const outbox = await createOutbox({
       store,
       bus,

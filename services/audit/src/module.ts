@@ -30,7 +30,7 @@ export const auditImplementation: ModuleImplementation = {
     const { bus } = ctx.get<BusExports>('bus');
     const rpc = ctx.get<RpcServerExports>('rpc-server');
     const clients = ctx.get<RpcClientsExports>('rpc-clients');
-    const store = await openServiceStore(ctx.config, 'audit');
+    const store = await openServiceStore(ctx.config, 'audit', ctx.logger);
     const events = await AuditEventRepository.open(store);
     const clock = () => new Date();
     rpc.addService(

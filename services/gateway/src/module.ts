@@ -76,7 +76,7 @@ export const gatewayModule: ModuleDefinition<GatewaySettings, GatewayExports> = 
     const { app } = ctx.get<HttpExports>('http');
     const clients = ctx.get<RpcClientsExports>('rpc-clients');
     const settings = ctx.settings;
-    const store = await openServiceStore(ctx.config, 'gateway');
+    const store = await openServiceStore(ctx.config, 'gateway', ctx.logger);
     const outbox = await createOutbox({
       store,
       bus,

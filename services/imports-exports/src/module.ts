@@ -34,7 +34,7 @@ export const importsExportsImplementation: ModuleImplementation<ImportsExportsSe
     const rpc = ctx.get<RpcServerExports>('rpc-server');
     const clients = ctx.get<RpcClientsExports>('rpc-clients');
     const settings = ctx.settings;
-    const store = await openServiceStore(ctx.config, 'imports-exports');
+    const store = await openServiceStore(ctx.config, 'imports-exports', ctx.logger);
     // Export (and import) events are written with the change they describe, then published.
     const outbox = await createOutbox({
       store,

@@ -34,7 +34,7 @@ export const issuesImplementation: ModuleImplementation<IssuesSettings> = {
     const { bus } = ctx.get<BusExports>('bus');
     const rpc = ctx.get<RpcServerExports>('rpc-server');
     const clients = ctx.get<RpcClientsExports>('rpc-clients');
-    const store = await openServiceStore(ctx.config, 'issues');
+    const store = await openServiceStore(ctx.config, 'issues', ctx.logger);
     const clock = () => new Date();
     const outbox = await createOutbox({
       store,

@@ -89,6 +89,8 @@ export interface SqliteStoreOptions {
    * collection has had no write since answers from the rows it found, without running again.
    */
   keptResults?: number;
+  /** Told what opening the file changed in it (a format upgrade), for the process's log. */
+  log?: (details: Record<string, unknown>, message: string) => void;
 }
 
 export interface QueryExplain {
@@ -652,7 +654,14 @@ class SqliteStore implements SqliteDocumentStore {
       this.version = reserved?.value ?? 0;
       this.versionReserved = this.version;
       this.loadCatalog();
-      if (format?.value === 1) this.atomic.immediate(() => this.fromFormat1());
+      if (format?.value === 1) {
+        const started = performance.now();
+        const indexes = this.atomic.immediate(() => this.fromFormat1());
+        options.log?.(
+          { path, from: 1, to: FORMAT, substringIndexes: indexes, ms: Math.round(performance.now() - started) },
+          'store file upgraded: its substring indexes were rebuilt in chunks',
+        );
+      }
     } catch (err) {
       this.db.close();
       throw err;
@@ -677,9 +686,11 @@ class SqliteStore implements SqliteDocumentStore {
    * with whether that row existed: the substring indexes are indexed again in chunks
    * (text-chunks.ts), once, in one transaction with the format's change.
    */
-  private fromFormat1(): void {
+  private fromFormat1(): number {
+    let indexes = 0;
     for (const c of this.collections.values()) {
       for (const t of c.texts) {
+        indexes++;
         this.db.exec(
           `DROP TABLE ${t.pending}; ${pendingTableSql(t.pending)}; ` +
             `INSERT INTO ${t.table} (${t.table}) VALUES ('delete-all'); ${deleteMergeSql(t.table)}`,
@@ -690,6 +701,7 @@ class SqliteStore implements SqliteDocumentStore {
       }
     }
     this.prepare(`UPDATE store_meta SET value = ${FORMAT} WHERE key = 'format'`).run();
+    return indexes;
   }
 
   private loadCatalog(): void {
@@ -2120,7 +2132,7 @@ function pageOf(options: FindOptions | undefined): QueryOptions {
 /** Opens (creating if needed) a store in the SQLite file `options.path`, or in memory for `:memory:`. */
 export function createSqliteStore(options: SqliteStoreOptions): SqliteDocumentStore {
   if (!isPlainObject(options)) throw new TypeError('createSqliteStore needs options');
-  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs', 'keptResults'], 'createSqliteStore');
+  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs', 'keptResults', 'log'], 'createSqliteStore');
   if (typeof options.path !== 'string' || options.path === '') throw new TypeError("path must be a file name or ':memory:'");
   if (options.clock !== undefined && typeof options.clock !== 'function') throw new TypeError('clock must be a function returning a Date');
   return new SqliteStore(options.path, options);

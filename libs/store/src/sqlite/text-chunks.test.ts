@@ -3,7 +3,7 @@
  * the rows of the chunks it touched, not the rest.
  */
 import { describe, expect, it } from 'vitest';
-import { chunkEdits, chunkSlots, literalWindows, MAX_CHUNKS, textChunks, WORD_WINDOW } from './text-chunks.js';
+import { chunkEdits, chunkRowid, chunkSlots, literalWindows, MAX_CHUNKS, MAX_TEXT_RID, textChunks, WORD_WINDOW } from './text-chunks.js';
 import { seededRandom as random } from '../testing/seeded-random.js';
 
 const rnd = random(7);
@@ -114,5 +114,23 @@ describe('text chunks', () => {
     expect(chunkEdits(undefined, 'abc')).toEqual({ remove: [], insert: [[[...chunkSlots('abc').keys()][0], 'abc']] });
     expect(chunkEdits('abc', undefined)).toEqual({ remove: [...chunkSlots('abc').keys()], insert: [] });
     expect(chunkEdits('same', 'same')).toEqual({ remove: [], insert: [] });
+  });
+
+  it('text chunks: every row and slot has a row id of its own, exact in a JavaScript number; past the last row it is refused, never shared', () => {
+    const ids = new Set<number>();
+    for (const rid of [0, 1, 2, 1_000_003, MAX_TEXT_RID - 1, MAX_TEXT_RID]) {
+      for (const slot of [0, 1, MAX_CHUNKS - 1]) {
+        const id = chunkRowid(rid, slot);
+        expect(Number.isSafeInteger(id)).toBe(true);
+        expect(Math.floor(id / MAX_CHUNKS)).toBe(rid);
+        expect(id % MAX_CHUNKS).toBe(slot);
+        ids.add(id);
+      }
+    }
+    expect(ids.size).toBe(18);
+    expect(() => chunkRowid(MAX_TEXT_RID + 1, 0)).toThrow(RangeError);
+    expect(() => chunkRowid(1, MAX_CHUNKS)).toThrow(RangeError);
+    expect(() => chunkRowid(-1, 0)).toThrow(RangeError);
+    expect(() => chunkRowid(1.5, 0)).toThrow(RangeError);
   });
 });

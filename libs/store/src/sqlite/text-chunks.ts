@@ -34,8 +34,18 @@ const MAX_CHUNK = 512;
 /** A whitespace-free piece of text this long (code points) lies inside one row (see above). */
 export const WORD_WINDOW = 65;
 
-/** The FTS row id of a document's chunk (`rid` stays below 2^43, a JavaScript integer). */
+/** Row ids past this would not fit the 53 bits of a JavaScript integer with the slot beside them. */
+export const MAX_TEXT_RID = 2 ** (53 - CHUNK_BITS) - 1;
+
+/**
+ * The FTS row id of a document's chunk. A document's `rid` counts its table's rows (2^43 of them
+ * is far beyond what a file holds), but past that two chunks would share a row id and a search
+ * would answer for the wrong document: refused loudly instead.
+ */
 export function chunkRowid(rid: number, slot: number): number {
+  if (!Number.isInteger(rid) || rid < 0 || rid > MAX_TEXT_RID || !Number.isInteger(slot) || slot < 0 || slot >= MAX_CHUNKS) {
+    throw new RangeError(`text index: no row id for chunk ${slot} of row ${rid} (rows up to ${MAX_TEXT_RID}, slots below ${MAX_CHUNKS})`);
+  }
   return rid * MAX_CHUNKS + slot;
 }
 

@@ -245,7 +245,11 @@ describe('substring index (FTS5 trigram)', () => {
       db.exec(`UPDATE store_meta SET value = 1 WHERE key = 'format'`);
       db.close();
 
-      const reopened = createSqliteStore({ path: file });
+      const told: { details: Record<string, unknown>; message: string }[] = [];
+      const log = (details: Record<string, unknown>, message: string) => told.push({ details, message });
+      const reopened = createSqliteStore({ path: file, log });
+      // The upgrade is told once (the process logs it), with what it rebuilt.
+      expect(told).toEqual([{ details: expect.objectContaining({ path: file, from: 1, to: 2, substringIndexes: 1 }), message: expect.stringContaining('upgraded') }]);
       try {
         const d = reopened.collection('docs');
         for (let i = 0; i < 80; i++) {
@@ -262,6 +266,9 @@ describe('substring index (FTS5 trigram)', () => {
       } finally {
         await reopened.close();
       }
+      // Opened again, the file is in the current format: nothing to tell.
+      await createSqliteStore({ path: file, log }).close();
+      expect(told).toHaveLength(1);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
