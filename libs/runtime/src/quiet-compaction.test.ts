@@ -71,6 +71,21 @@ describe('compaction once start-up has gone quiet', () => {
     expect(w.collections).toEqual([6, 12, 18]);
   });
 
+  it('a collection that throws stops the watcher; nothing escapes its timer', () => {
+    let calls = 0;
+    const stop = compactWhenQuiet({
+      utilization: () => 0,
+      newSpaceBytes: () => 16 * MB,
+      collect: () => {
+        calls++;
+        throw new Error('no gc here');
+      },
+    });
+    expect(() => vi.advanceTimersByTime(60_000)).not.toThrow();
+    expect(calls).toBe(1);
+    stop();
+  });
+
   it('gives up after `giveUpMs` without collecting', () => {
     const busyThenQuiet = [...Array<number>(30).fill(0.9), 0];
     const w = scripted(busyThenQuiet, [16 * MB, 1 * MB], { giveUpMs: 20_000 });

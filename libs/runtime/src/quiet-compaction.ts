@@ -7,10 +7,11 @@
  * full collection when the thread's allocation rate over its last five seconds is low; nothing
  * else from JavaScript shrinks it. So once the thread's event loop has been nearly idle for
  * `quietMs` (longer than V8's five seconds), this runs one full collection through V8's own `gc`
- * (exposed for this call only), and again later (up to `attempts` times) if the new space did not
- * shrink because allocation went on where the event loop could not see it. A thread busy from its
- * start never collects: under load the nursery is in use and must stay. Each step is on an
- * unreferenced timer: it never keeps a process alive.
+ * (from a fresh context: no global `gc` in the thread's own), and again later (up to `attempts`
+ * times) if the new space did not shrink because allocation went on where the event loop could
+ * not see it. A thread busy from its start never collects: under load the nursery is in use and
+ * must stay. Each step is on an unreferenced timer: it never keeps a process alive, and a
+ * collection that fails stops the watcher rather than escape its timer.
  */
 import { performance } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
@@ -44,19 +45,15 @@ export function newSpaceCommittedBytes(): number {
 }
 
 /**
- * V8's full, synchronous collection for this thread. `--expose-gc` is raised only while a fresh
- * context picks up its `gc` function, then lowered again: no global `gc` appears anywhere.
+ * V8's full, synchronous collection for this thread: `--expose-gc` raised, a fresh context picks up
+ * its `gc` function; the thread's own global scope gets none. The flag stays raised (process-wide:
+ * lowering it could take it away from the other thread between its raising and its context).
  */
 export function fullCollection(): () => void {
-  const exposed = (globalThis as { gc?: (options?: object) => void }).gc;
-  let gc = exposed;
+  let gc = (globalThis as { gc?: (options?: object) => void }).gc;
   if (typeof gc !== 'function') {
     setFlagsFromString('--expose-gc');
-    try {
-      gc = runInNewContext('gc') as (options?: object) => void;
-    } finally {
-      setFlagsFromString('--no-expose-gc');
-    }
+    gc = runInNewContext('gc') as (options?: object) => void;
   }
   const collect = gc;
   return () => collect({ type: 'major', execution: 'sync' });
@@ -90,8 +87,13 @@ export function compactWhenQuiet(options: QuietCompactionOptions = {}): () => vo
     quietFor = 0;
     const before = newSpace();
     if (before <= SHRUNK_BYTES) return stop();
-    collect ??= fullCollection();
-    collect();
+    try {
+      collect ??= fullCollection();
+      collect();
+    } catch {
+      // Housekeeping only: a runtime without V8's gc function never compacts this way.
+      return stop();
+    }
     const after = newSpace();
     const shrank = after <= SHRUNK_BYTES;
     options.onCollected?.({ newSpaceBefore: before, newSpaceAfter: after, shrank });
