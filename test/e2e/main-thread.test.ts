@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { getFreePort } from '@planning/testing';
+import { createWorkspace } from '../support/auth.js';
+import { login, request } from '../support/http.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, ServiceProcess } from '../support/service-process.js';
 
@@ -94,6 +96,36 @@ describe('the gateway’s thread beside the services’ thread', () => {
     await app?.stop();
     if (dir && existsSync(dir)) rmSync(dir, { recursive: true, force: true });
   });
+
+  it('pages rendered into buffers the services’ thread reuses: many at once, of two sizes, each body exactly its own', async () => {
+    // Pages above 64 KiB are written into buffers the gateway's thread gives back once a response
+    // has finished (thread-port.ts): answers in flight together must never share or lose bytes.
+    const cookie = await login(app.baseUrl, 'admin@example.com', 'main-thread-password-1');
+    const ws = (await createWorkspace(app.baseUrl, cookie, 'Buffers')).id as string;
+    const project = await request(app.baseUrl, 'POST', '/api/projects', { cookie, body: { workspaceId: ws, name: 'Pages' } });
+    expect(project.status).toBe(201);
+    for (let i = 0; i < 60; i++) {
+      const created = await request(app.baseUrl, 'POST', '/api/issues', {
+        cookie,
+        body: { projectId: project.body.data.id, title: `Task ${i}`, description: `${String(i).padStart(3, '0')} `.repeat(600 + 40 * i), priority: i % 2 ? 'high' : 'low' },
+      });
+      expect(created.status).toBe(201);
+    }
+    const paths = [`/api/issues?workspaceId=${ws}&limit=50`, `/api/issues?workspaceId=${ws}&priority=high&limit=30`];
+    const expected = await Promise.all(paths.map(async (path) => (await fetch(`${app.baseUrl}${path}`, { headers: { cookie } })).text()));
+    expect(expected.map((body) => body.length).every((n) => n > 64 * 1024)).toBe(true);
+    expect(expected[0]).not.toBe(expected[1]);
+    for (let round = 0; round < 4; round++) {
+      const bodies = await Promise.all(
+        Array.from({ length: 40 }, async (_, i) => {
+          const res = await fetch(`${app.baseUrl}${paths[i % 2]!}`, { headers: { cookie } });
+          expect(res.status).toBe(200);
+          return [i % 2, await res.text()] as const;
+        }),
+      );
+      for (const [which, body] of bodies) expect(body === expected[which], `round ${round}: page ${which} differs`).toBe(true);
+    }
+  }, 60_000);
 
   it('main thread: the services’ implementations load only in the services’ thread', () => {
     // The probe sees each thread's own code: the gateway here, every service's implementation there.

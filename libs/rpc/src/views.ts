@@ -19,23 +19,47 @@ export interface ResponseView<M = Message> {
    * services' thread transfers it to the caller's thread without a copy, and the socket writes it
    * without encoding). For a view that can join bytes it keeps from earlier renders.
    */
-  renderBytes?(response: M): Uint8Array;
+  renderBytes?(response: M, alloc?: ByteAllocator): Uint8Array;
 }
+
+/**
+ * Where a view writes its bytes: an array of exactly `size` bytes, its own or a view onto a buffer
+ * the transport reuses once the answer has been sent (see `RenderedResponse.recycleWhenSent`).
+ */
+export type ByteAllocator = (size: number) => Uint8Array;
 
 /** What a call made with a view resolves to when the transport ran the view. */
 export class RenderedResponse {
+  private recycle: (() => void) | undefined;
+
   constructor(
     /**
      * `view.render(response)`, or its UTF-8 bytes (`renderBytes`), the caller's own (strings are
      * immutable, and bytes are transferred or made for this answer alone).
      */
     readonly body: string | Uint8Array,
-  ) {}
+    /** Gives the bytes' buffer back to the transport for another answer (it takes the buffer away from this thread). */
+    recycle?: () => void,
+  ) {
+    this.recycle = recycle;
+  }
+
+  /**
+   * Gives the bytes' buffer back once `response` has written them all (its `finish`: the last
+   * write handed to the operating system), never before; a response cut short keeps it, for the
+   * garbage collector. Without a transport that reuses buffers, nothing happens.
+   */
+  recycleWhenSent(response: { once(event: 'finish', listener: () => void): unknown }): void {
+    const recycle = this.recycle;
+    if (!recycle) return;
+    this.recycle = undefined;
+    response.once('finish', recycle);
+  }
 }
 
 /** Runs `view` where the response is made: its bytes when it renders bytes, else its text. */
-export function renderView(view: ResponseView, response: Message): string | Uint8Array {
-  return view.renderBytes ? view.renderBytes(response) : view.render(response);
+export function renderView(view: ResponseView, response: Message, alloc?: ByteAllocator): string | Uint8Array {
+  return view.renderBytes ? view.renderBytes(response, alloc) : view.render(response);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { MessageChannel } from 'node:worker_threads';
 import { createInProcessBus, type EventEnvelope } from '@planning/bus';
 import { ServiceError } from '@planning/errors';
@@ -5,7 +6,7 @@ import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_
 import { createLocalServices, RenderedResponse, renderedBody, type CallContext, type Principal, type ResponseView, type ServiceImplementation } from '@planning/rpc';
 import { createLogger } from '@planning/telemetry';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createThreadPortClient, serveThreadPort } from './thread-port.js';
+import { BytePool, createThreadPortClient, POOLED_MIN_BYTES, serveThreadPort } from './thread-port.js';
 
 const USER: Principal = { type: 'user', id: 'usr_1', userId: 'usr_1', isAdmin: false, scopes: [] };
 const channels: MessageChannel[] = [];
@@ -34,6 +35,20 @@ const BYTES_VIEW: ResponseView<ListAnswer> = {
   },
 };
 
+/** A view that writes its bytes where the transport says (a pooled buffer when large). */
+const written: Uint8Array[] = [];
+const POOLED_VIEW: ResponseView<ListAnswer> = {
+  name: 'test.workspace-names-pooled',
+  render: (r) => JSON.stringify({ names: r.workspaces.map((w) => w.name) }),
+  renderBytes: (r, alloc) => {
+    const encoded = new TextEncoder().encode(JSON.stringify({ names: r.workspaces.map((w) => w.name) }));
+    const out = alloc ? alloc(encoded.length) : new Uint8Array(encoded.length);
+    out.set(encoded);
+    written.push(out);
+    return out;
+  },
+};
+
 const BROKEN_VIEW: ResponseView<ListAnswer> = {
   name: 'test.broken',
   render: () => {
@@ -51,7 +66,7 @@ function setup(handlers: Partial<ServiceImplementation<typeof WorkspaceService>>
   const bus = createInProcessBus();
   const channel = new MessageChannel();
   channels.push(channel);
-  const views = new Map([NAMES_VIEW, BYTES_VIEW, BROKEN_VIEW].map((v) => [v.name, v as unknown as ResponseView]));
+  const views = new Map([NAMES_VIEW, BYTES_VIEW, POOLED_VIEW, BROKEN_VIEW].map((v) => [v.name, v as unknown as ResponseView]));
   serveThreadPort(channel.port2, { services, bus: () => bus, ready: async () => ({ ok: true, notRunning: [], details: { here: true } }), logger: { error() {} }, views });
   const port = createThreadPortClient(channel.port1);
   return { port, bus, client: port.client(WorkspaceService) };
@@ -102,6 +117,69 @@ describe('thread port', () => {
     expect(renderedBody(BYTES_VIEW, { workspaces: [{ id: 'ws_1', name: 'Första "quoted"' }] } as unknown as ListAnswer)).toBe(
       Buffer.from(answer.body as Uint8Array).toString('utf8'),
     );
+  });
+
+  it('thread port: a large page’s buffer goes back to the services side once its response has finished, and the next page is written into it exactly', async () => {
+    let names = ['a'.repeat(POOLED_MIN_BYTES * 1.5)];
+    const { client } = setup({ listWorkspaces: async () => ({ workspaces: names.map((name, i) => ({ id: `ws_${i}`, name })) }) });
+    const text = (answer: RenderedResponse) => Buffer.from(answer.body as Uint8Array).toString('utf8');
+    const first = (await client.listWorkspaces({}, { principal: USER, view: POOLED_VIEW })) as unknown as RenderedResponse;
+    const body = first.body as Uint8Array;
+    expect(JSON.parse(text(first))).toEqual({ names });
+    // A view onto a buffer of the size's class, transferred: the services side has no access left.
+    expect(body.buffer.byteLength).toBe(2 ** Math.ceil(Math.log2(body.byteLength)));
+    expect(written.at(-1)!.byteLength).toBe(0);
+
+    // Cut short (no `finish`): the buffer stays with the caller.
+    const response = new EventEmitter();
+    first.recycleWhenSent(response);
+    response.emit('close');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(body.byteLength).toBeGreaterThan(0);
+    // Written out: it goes back (detached here), once.
+    response.emit('finish');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(body.byteLength).toBe(0);
+    expect(() => response.emit('finish')).not.toThrow();
+
+    // The next page, shorter, is written into the buffer given back: its view holds exactly its own bytes.
+    names = ['b'.repeat(POOLED_MIN_BYTES * 1.2), 'c'];
+    const second = (await client.listWorkspaces({}, { principal: USER, view: POOLED_VIEW })) as unknown as RenderedResponse;
+    expect(JSON.parse(text(second))).toEqual({ names });
+    expect((second.body as Uint8Array).byteLength).toBe(Buffer.byteLength(JSON.stringify({ names })));
+    expect((second.body as Uint8Array).buffer.byteLength).toBe(128 * 1024);
+
+    // A small answer is its own array and is never given back.
+    names = ['small'];
+    const small = (await client.listWorkspaces({}, { principal: USER, view: POOLED_VIEW })) as unknown as RenderedResponse;
+    const smallResponse = new EventEmitter();
+    small.recycleWhenSent(smallResponse);
+    smallResponse.emit('finish');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(JSON.parse(text(small))).toEqual({ names });
+  });
+
+  it('byte pool: exact views onto buffers of power-of-two classes, reused once given back, within its bound', () => {
+    const pool = new BytePool(512 * 1024);
+    const small = pool.take(1000);
+    expect(small.byteLength).toBe(1000);
+    expect(small.buffer.byteLength).toBe(1000);
+    const a = pool.take(100 * 1024);
+    expect(a.byteLength).toBe(100 * 1024);
+    expect(a.buffer.byteLength).toBe(128 * 1024);
+    pool.give(a.buffer as ArrayBuffer);
+    expect(pool.size).toBe(128 * 1024);
+    const b = pool.take(70 * 1024);
+    expect(b.buffer).toBe(a.buffer);
+    expect(b.byteLength).toBe(70 * 1024);
+    expect(pool.size).toBe(0);
+    // Not its own make: too small, or not a power of two.
+    pool.give(small.buffer as ArrayBuffer);
+    pool.give(new ArrayBuffer(100 * 1024));
+    expect(pool.size).toBe(0);
+    // Bounded: what would pass the bound is left to the garbage collector.
+    for (let i = 0; i < 3; i++) pool.give(new ArrayBuffer(256 * 1024));
+    expect(pool.size).toBe(512 * 1024);
   });
 
   it('thread port: a view the services side does not know answers the message, which the caller renders to the same bytes', async () => {

@@ -8,7 +8,10 @@
  * services' thread: one flat string crosses, or, for a view that renders bytes (joined from bytes
  * it keeps), an ArrayBuffer transferred without a copy; nothing of the response is cloned or left
  * shared. (A view without bytes of its own posts text: a string posts cheaper than its UTF-8
- * bytes cost to encode here and transfer.)
+ * bytes cost to encode here and transfer.) The gateway's thread transfers a page's buffer back
+ * once its socket has written it (`RenderedResponse.recycleWhenSent`), and the services' thread
+ * renders later pages into it (`BytePool`): without that, every page was a fresh ArrayBuffer
+ * in both threads, and their external memory set off a full collection every few dozen pages.
  */
 import type { MessagePort } from 'node:worker_threads';
 import type { DescMethod, DescService, Message } from '@bufbuild/protobuf';
@@ -37,7 +40,50 @@ type Request =
   | { t: 'cancel'; id: number; why: 'deadline' | 'cancelled' }
   | { t: 'publish'; id: number; event: EventEnvelope; headers: Record<string, string> }
   | { t: 'ping'; id: number }
-  | { t: 'ready'; id: number };
+  | { t: 'ready'; id: number }
+  | { t: 'recycle'; buffer: ArrayBuffer };
+
+/** A rendered answer smaller than this is made fresh and never given back (pooling it costs more than it saves). */
+export const POOLED_MIN_BYTES = 64 * 1024;
+/** Buffers the services' thread keeps for rendering, in bytes at most (the largest page of 200 issues is a few MB). */
+export const POOLED_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The buffers the gateway's thread gave back, by capacity (powers of two from 64 KiB), up to
+ * `POOLED_MAX_BYTES` in all. `take` hands out a view of exactly the size asked for onto a kept
+ * buffer (or a new one of the size's class); its bytes beyond the size are an earlier answer's,
+ * never sent (the socket writes the view) and never posted anywhere but back here.
+ */
+export class BytePool {
+  private readonly free = new Map<number, ArrayBuffer[]>();
+  private kept = 0;
+
+  constructor(private readonly maxBytes = POOLED_MAX_BYTES) {}
+
+  /** Bytes held for reuse now. */
+  get size(): number {
+    return this.kept;
+  }
+
+  take(size: number): Uint8Array {
+    if (size < POOLED_MIN_BYTES) return new Uint8Array(size);
+    const capacity = 2 ** Math.ceil(Math.log2(size));
+    const buffer = this.free.get(capacity)?.pop();
+    if (!buffer) return new Uint8Array(new ArrayBuffer(capacity), 0, size);
+    this.kept -= capacity;
+    return new Uint8Array(buffer, 0, size);
+  }
+
+  give(buffer: ArrayBuffer): void {
+    const capacity = buffer.byteLength;
+    // Only what `take` makes: a power of two of at least the smallest class.
+    if (capacity < POOLED_MIN_BYTES || (capacity & (capacity - 1)) !== 0 || this.kept + capacity > this.maxBytes) return;
+    let list = this.free.get(capacity);
+    if (!list) this.free.set(capacity, (list = []));
+    list.push(buffer);
+    this.kept += capacity;
+  }
+}
 
 type Reply =
   | { t: 'ok'; id: number; value: unknown; rendered?: true }
@@ -62,6 +108,8 @@ export function serveThreadPort(
   },
 ): void {
   const running = new Map<number, AbortController>();
+  const pool = new BytePool();
+  const alloc = (size: number): Uint8Array => pool.take(size);
   const reply = (message: Reply): void => port.postMessage(message);
   const fail = (id: number, err: unknown): void => {
     const error = err instanceof ServiceError ? err : new ServiceError('unavailable', err instanceof Error ? err.message : String(err));
@@ -83,7 +131,7 @@ export function serveThreadPort(
             controller,
             parent: propagation.extract(ROOT_CONTEXT, message.trace),
             // Posting the message copies it (a view's text as well): nothing more to isolate.
-            finish: (response): unknown => (view ? renderView(view, response) : response),
+            finish: (response): unknown => (view ? renderView(view, response, alloc) : response),
           })
           .then((outcome) => {
             running.delete(message.id);
@@ -121,6 +169,9 @@ export function serveThreadPort(
       case 'ready':
         target.ready().then((report) => reply({ t: 'ok', id: message.id, value: report }), (err: unknown) => fail(message.id, err));
         return;
+      case 'recycle':
+        if (message.buffer instanceof ArrayBuffer) pool.give(message.buffer);
+        return;
     }
   });
 }
@@ -145,9 +196,23 @@ export function createThreadPortClient(port: MessagePort): ThreadPortClient {
     const waiting = pending.get(message.id);
     if (!waiting) return;
     pending.delete(message.id);
-    if (message.t === 'ok') waiting.resolve(message.rendered ? new RenderedResponse(message.value as string | Uint8Array) : message.value);
+    if (message.t === 'ok') waiting.resolve(message.rendered ? rendered(message.value as string | Uint8Array) : message.value);
     else waiting.reject(new ServiceError(isErrorCode(message.code) ? message.code : 'internal', message.message, message.details));
   });
+
+  /** A rendered answer; bytes in a buffer the services' thread pools go back to it when recycled. */
+  const rendered = (body: string | Uint8Array): RenderedResponse => {
+    if (typeof body === 'string' || body.buffer.byteLength < POOLED_MIN_BYTES) return new RenderedResponse(body);
+    const buffer = body.buffer as ArrayBuffer;
+    return new RenderedResponse(body, () => {
+      if (closedReason || buffer.byteLength === 0) return;
+      try {
+        port.postMessage({ t: 'recycle', buffer } satisfies Request, [buffer]);
+      } catch {
+        // The port closed meanwhile: the buffer stays here, for the garbage collector.
+      }
+    });
+  };
 
   const ask = <T>(message: Record<string, unknown> & { t: Request['t'] }): { id: number; done: Promise<T> } => {
     const id = nextId++;

@@ -116,14 +116,15 @@ export const ISSUE_PAGE_VIEW: ResponseView<Shape<typeof SearchTasksResponseSchem
     const { head, issues, tail } = pageParts(result);
     return `${head}${issues.map((v) => JSON.stringify(issueJson(v))).join(',')}${tail}`;
   },
-  renderBytes(result) {
+  renderBytes(result, alloc) {
     const { head, issues, tail } = pageParts(result);
     const parts = issues.map(issueUtf8);
     const headBytes = utf8.encode(head);
     const tailBytes = utf8.encode(tail);
     let size = headBytes.length + tailBytes.length + Math.max(0, parts.length - 1);
     for (const part of parts) size += part.length;
-    const out = new Uint8Array(size);
+    // Every byte of `out` is written below: a reused buffer shows nothing of its last answer.
+    const out = alloc ? alloc(size) : new Uint8Array(size);
     out.set(headBytes, 0);
     let at = headBytes.length;
     for (let i = 0; i < parts.length; i++) {

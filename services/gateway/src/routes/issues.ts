@@ -1,6 +1,6 @@
 import { ServiceError } from '@planning/errors';
 import type { GetTaskResponse, SearchTasksResponse } from '@planning/proto/planning/issues/v1/tasks_pb';
-import { renderedBody, type RenderedResponse } from '@planning/rpc';
+import { RenderedResponse, renderedBody } from '@planning/rpc';
 import type { FastifyInstance } from 'fastify';
 import { ISSUE_DETAIL_VIEW, ISSUE_PAGE_VIEW } from '../views.js';
 import { sendJsonBody } from './paging.js';
@@ -257,6 +257,8 @@ export async function issueRoutes(app: FastifyInstance, deps: GatewayDeps): Prom
         // A page of up to 200 issues: the services' thread renders it (see views.ts).
         { principal: request.principal, view: ISSUE_PAGE_VIEW },
       );
+      // The page's buffer goes back to the services' thread once the socket has it all.
+      if (result instanceof RenderedResponse) result.recycleWhenSent(reply.raw);
       return sendJsonBody(reply, renderedBody(ISSUE_PAGE_VIEW, result));
     },
   );
