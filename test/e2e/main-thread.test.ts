@@ -43,6 +43,39 @@ function sourcesOf(urls: string[]): Set<string> {
 
 const serviceFiles = (files: Set<string>) => [...files].filter((f) => SERVICES.some((s) => f.startsWith(`services/${s}/src/`))).sort();
 
+/**
+ * Pages above 64 KiB are written into buffers given back once a response has finished (across
+ * the threads: thread-port.ts; in one thread: direct.ts): answers in flight together must never
+ * share or lose bytes.
+ */
+async function concurrentPagesAreExact(baseUrl: string): Promise<void> {
+    const cookie = await login(baseUrl, 'admin@example.com', 'main-thread-password-1');
+    const ws = (await createWorkspace(baseUrl, cookie, 'Buffers')).id as string;
+    const project = await request(baseUrl, 'POST', '/api/projects', { cookie, body: { workspaceId: ws, name: 'Pages' } });
+    expect(project.status).toBe(201);
+    for (let i = 0; i < 60; i++) {
+      const created = await request(baseUrl, 'POST', '/api/issues', {
+        cookie,
+        body: { projectId: project.body.data.id, title: `Task ${i}`, description: `${String(i).padStart(3, '0')} `.repeat(600 + 40 * i), priority: i % 2 ? 'high' : 'low' },
+      });
+      expect(created.status).toBe(201);
+    }
+    const paths = [`/api/issues?workspaceId=${ws}&limit=50`, `/api/issues?workspaceId=${ws}&priority=high&limit=30`];
+    const expected = await Promise.all(paths.map(async (path) => (await fetch(`${baseUrl}${path}`, { headers: { cookie } })).text()));
+    expect(expected.map((body) => body.length).every((n) => n > 64 * 1024)).toBe(true);
+    expect(expected[0]).not.toBe(expected[1]);
+    for (let round = 0; round < 4; round++) {
+      const bodies = await Promise.all(
+        Array.from({ length: 40 }, async (_, i) => {
+          const res = await fetch(`${baseUrl}${paths[i % 2]!}`, { headers: { cookie } });
+          expect(res.status).toBe(200);
+          return [i % 2, await res.text()] as const;
+        }),
+      );
+      for (const [which, body] of bodies) expect(body === expected[which], `round ${round}: page ${which} differs`).toBe(true);
+    }
+}
+
 describe('the gateway’s thread beside the services’ thread', () => {
   let dir: string;
   let app: ServiceProcess;
@@ -98,33 +131,7 @@ describe('the gateway’s thread beside the services’ thread', () => {
   });
 
   it('pages rendered into buffers the services’ thread reuses: many at once, of two sizes, each body exactly its own', async () => {
-    // Pages above 64 KiB are written into buffers the gateway's thread gives back once a response
-    // has finished (thread-port.ts): answers in flight together must never share or lose bytes.
-    const cookie = await login(app.baseUrl, 'admin@example.com', 'main-thread-password-1');
-    const ws = (await createWorkspace(app.baseUrl, cookie, 'Buffers')).id as string;
-    const project = await request(app.baseUrl, 'POST', '/api/projects', { cookie, body: { workspaceId: ws, name: 'Pages' } });
-    expect(project.status).toBe(201);
-    for (let i = 0; i < 60; i++) {
-      const created = await request(app.baseUrl, 'POST', '/api/issues', {
-        cookie,
-        body: { projectId: project.body.data.id, title: `Task ${i}`, description: `${String(i).padStart(3, '0')} `.repeat(600 + 40 * i), priority: i % 2 ? 'high' : 'low' },
-      });
-      expect(created.status).toBe(201);
-    }
-    const paths = [`/api/issues?workspaceId=${ws}&limit=50`, `/api/issues?workspaceId=${ws}&priority=high&limit=30`];
-    const expected = await Promise.all(paths.map(async (path) => (await fetch(`${app.baseUrl}${path}`, { headers: { cookie } })).text()));
-    expect(expected.map((body) => body.length).every((n) => n > 64 * 1024)).toBe(true);
-    expect(expected[0]).not.toBe(expected[1]);
-    for (let round = 0; round < 4; round++) {
-      const bodies = await Promise.all(
-        Array.from({ length: 40 }, async (_, i) => {
-          const res = await fetch(`${app.baseUrl}${paths[i % 2]!}`, { headers: { cookie } });
-          expect(res.status).toBe(200);
-          return [i % 2, await res.text()] as const;
-        }),
-      );
-      for (const [which, body] of bodies) expect(body === expected[which], `round ${round}: page ${which} differs`).toBe(true);
-    }
+    await concurrentPagesAreExact(app.baseUrl);
   }, 60_000);
 
   it('main thread: the services’ implementations load only in the services’ thread', () => {
@@ -148,4 +155,32 @@ describe('the gateway’s thread beside the services’ thread', () => {
     expect(grpc(loaded.worker).length).toBeGreaterThan(0);
     expect(grpc(loaded.main)).toEqual([]);
   });
+});
+
+describe('one thread (SERVICES_THREAD=off)', () => {
+  let app: ServiceProcess;
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  it('pages rendered into buffers reused in the same thread: many at once, of two sizes, each body exactly its own', async () => {
+    const port = await getFreePort();
+    app = new ServiceProcess(
+      'all-in-one',
+      {
+        PORT: String(port),
+        GRPC_PORT: String(await getFreePort()),
+        HOST: '127.0.0.1',
+        GRPC_HOST: '127.0.0.1',
+        DATA_DIR: ':memory:',
+        LOG_LEVEL: 'warn',
+        SERVICE_DEMO: '0',
+        SERVICES_THREAD: 'off',
+        SERVICE_ADMIN_PASSWORD: 'main-thread-password-1',
+      },
+      port,
+    );
+    await app.start();
+    await concurrentPagesAreExact(app.baseUrl);
+  }, 60_000);
 });

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { ERROR_CODES, ServiceError, type ErrorDetails } from '@planning/errors';
@@ -162,6 +163,43 @@ describe('direct calls: isolation', () => {
     // The same view run by the caller on the message gives the same bytes.
     const message = await client.getWorkspace({ id: 'ws-s' });
     expect(renderedBody(view, message)).toBe('{"name":"changed by the callee"}');
+  });
+
+  it('direct: a large rendered answer’s buffer is reused once its response has finished, and every view of the old answer then reads empty', async () => {
+    let name = 'x'.repeat(100 * 1024);
+    const { client } = setup({ getWorkspace: async () => ({ workspace: create(WorkspaceSchema, { id: 'ws-b', name }) }) });
+    const seen: ArrayBufferLike[] = [];
+    const view: ResponseView<{ workspace?: Workspace }> = {
+      name: 'test.bytes',
+      render: (r) => JSON.stringify({ name: r.workspace?.name }),
+      renderBytes: (r, alloc) => {
+        const encoded = new TextEncoder().encode(JSON.stringify({ name: r.workspace?.name }));
+        const out = alloc!(encoded.length);
+        out.set(encoded);
+        seen.push(out.buffer);
+        return out;
+      },
+    };
+    const first = (await client.getWorkspace({ id: 'ws-b' }, { view })) as unknown as RenderedResponse;
+    const body = first.body as Uint8Array;
+    const kept = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    expect(JSON.parse(kept.toString('utf8'))).toEqual({ name });
+    const response = new EventEmitter();
+    first.recycleWhenSent(response);
+    // Not before the response has finished.
+    name = 'y'.repeat(90 * 1024);
+    const second = (await client.getWorkspace({ id: 'ws-b' }, { view })) as unknown as RenderedResponse;
+    expect(seen[1]).not.toBe(seen[0]);
+    expect(body.byteLength).toBeGreaterThan(0);
+    response.emit('finish');
+    // Given back: the old views read empty; the next answer (written into a pooled buffer) is exactly its own.
+    expect(body.byteLength).toBe(0);
+    expect(kept.byteLength).toBe(0);
+    name = 'z'.repeat(80 * 1024);
+    const third = (await client.getWorkspace({ id: 'ws-b' }, { view })) as unknown as RenderedResponse;
+    expect(JSON.parse(Buffer.from(third.body as Uint8Array).toString('utf8'))).toEqual({ name });
+    expect((third.body as Uint8Array).byteLength).toBe(Buffer.byteLength(JSON.stringify({ name })));
+    expect(JSON.parse(Buffer.from(second.body as Uint8Array).toString('utf8'))).toEqual({ name: 'y'.repeat(90 * 1024) });
   });
 
   it('direct: error details are the caller’s own copy', async () => {

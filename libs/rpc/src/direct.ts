@@ -16,7 +16,7 @@ import { grpcCodeName } from './errors.js';
 import { invokeHandler, type BoundHandler, type HandlerOutcome } from './invoke.js';
 import { checkedCopy, copyMessage } from './isolate.js';
 import { ANONYMOUS_PRINCIPAL, copyPrincipal, type Principal } from './principal.js';
-import { RenderedResponse, renderView, type ResponseView } from './views.js';
+import { BytePool, POOLED_MIN_BYTES, RenderedResponse, renderView, type ResponseView } from './views.js';
 import { TRACER_NAME } from './trace-metadata.js';
 import { resolveDeadline, type RpcCallOptions, type RpcClient, type ServiceImplementation } from './types.js';
 
@@ -266,6 +266,22 @@ export function createDirectClient<S extends DescService>(service: S, options: D
   return stub as RpcClient<S>;
 }
 
+/**
+ * This thread's buffers for large rendered answers (the all-in-one layout in one thread, where the
+ * gateway calls the services directly): given back once the response has been written, as over
+ * the thread port. A buffer given back is first moved to a new ArrayBuffer object (a transfer to
+ * this same thread): every view of it the answer made reads as empty from then on, so something
+ * that kept one would find nothing, never a later answer's bytes.
+ */
+const renderPool = new BytePool();
+
 function renderWith(view: ResponseView): (response: Message) => RenderedResponse {
-  return (response) => new RenderedResponse(renderView(view, response));
+  return (response) => {
+    const body = renderView(view, response, (size) => renderPool.take(size));
+    if (typeof body === 'string' || body.buffer.byteLength < POOLED_MIN_BYTES) return new RenderedResponse(body);
+    const buffer = body.buffer as ArrayBuffer;
+    return new RenderedResponse(body, () => {
+      if (buffer.byteLength > 0) renderPool.give(structuredClone(buffer, { transfer: [buffer] }));
+    });
+  };
 }

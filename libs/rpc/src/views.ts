@@ -79,3 +79,46 @@ export function viewRegistry(views: readonly ResponseView<never>[]): ReadonlyMap
   }
   return byName;
 }
+
+/** A rendered answer smaller than this is made fresh and never given back (pooling it costs more than it saves). */
+export const POOLED_MIN_BYTES = 64 * 1024;
+/** Buffers a thread keeps for rendering, in bytes at most (the largest page of 200 issues is a few MB). */
+export const POOLED_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Buffers for rendered answers, given back once sent (by the gateway's thread over the thread
+ * port, or by a response in this thread: `renderWith` in direct.ts), by capacity (powers of two
+ * from 64 KiB), up to `POOLED_MAX_BYTES` in all. `take` hands out a view of exactly the size asked
+ * for onto a kept buffer (or a new one of the size's class); its bytes beyond the size are an
+ * earlier answer's, in this process, and never sent (the socket writes the view).
+ */
+export class BytePool {
+  private readonly free = new Map<number, ArrayBuffer[]>();
+  private kept = 0;
+
+  constructor(private readonly maxBytes = POOLED_MAX_BYTES) {}
+
+  /** Bytes held for reuse now. */
+  get size(): number {
+    return this.kept;
+  }
+
+  take(size: number): Uint8Array {
+    if (size < POOLED_MIN_BYTES) return new Uint8Array(size);
+    const capacity = 2 ** Math.ceil(Math.log2(size));
+    const buffer = this.free.get(capacity)?.pop();
+    if (!buffer) return new Uint8Array(new ArrayBuffer(capacity), 0, size);
+    this.kept -= capacity;
+    return new Uint8Array(buffer, 0, size);
+  }
+
+  give(buffer: ArrayBuffer): void {
+    const capacity = buffer.byteLength;
+    // Only what `take` makes: a power of two of at least the smallest class.
+    if (capacity < POOLED_MIN_BYTES || (capacity & (capacity - 1)) !== 0 || this.kept + capacity > this.maxBytes) return;
+    let list = this.free.get(capacity);
+    if (!list) this.free.set(capacity, (list = []));
+    list.push(buffer);
+    this.kept += capacity;
+  }
+}

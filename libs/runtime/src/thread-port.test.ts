@@ -3,10 +3,10 @@ import { MessageChannel } from 'node:worker_threads';
 import { createInProcessBus, type EventEnvelope } from '@planning/bus';
 import { ServiceError } from '@planning/errors';
 import { WorkspaceService } from '@planning/proto/planning/issues/v1/workspaces_pb';
-import { createLocalServices, RenderedResponse, renderedBody, type CallContext, type Principal, type ResponseView, type ServiceImplementation } from '@planning/rpc';
+import { BytePool, createLocalServices, POOLED_MIN_BYTES, RenderedResponse, renderedBody, type CallContext, type Principal, type ResponseView, type ServiceImplementation } from '@planning/rpc';
 import { createLogger } from '@planning/telemetry';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BytePool, createThreadPortClient, POOLED_MIN_BYTES, serveThreadPort } from './thread-port.js';
+import { createThreadPortClient, serveThreadPort } from './thread-port.js';
 
 const USER: Principal = { type: 'user', id: 'usr_1', userId: 'usr_1', isAdmin: false, scopes: [] };
 const channels: MessageChannel[] = [];
