@@ -43,37 +43,54 @@ function sourcesOf(urls: string[]): Set<string> {
 
 const serviceFiles = (files: Set<string>) => [...files].filter((f) => SERVICES.some((s) => f.startsWith(`services/${s}/src/`))).sort();
 
+const ADMIN_PASSWORD = 'main-thread-password-1';
+
+/** The all-in-one bundle on loopback ports of its own, in memory, in the layout asked for. */
+async function bundleEnv(port: number, layout: 'on' | 'off', demo: '0' | '1'): Promise<Record<string, string>> {
+  return {
+    PORT: String(port),
+    GRPC_PORT: String(await getFreePort()),
+    HOST: '127.0.0.1',
+    GRPC_HOST: '127.0.0.1',
+    DATA_DIR: ':memory:',
+    LOG_LEVEL: 'warn',
+    SERVICE_DEMO: demo,
+    SERVICES_THREAD: layout,
+    SERVICE_ADMIN_PASSWORD: ADMIN_PASSWORD,
+  };
+}
+
 /**
  * Pages above 64 KiB are written into buffers given back once a response has finished (across
  * the threads: thread-port.ts; in one thread: direct.ts): answers in flight together must never
  * share or lose bytes.
  */
 async function concurrentPagesAreExact(baseUrl: string): Promise<void> {
-    const cookie = await login(baseUrl, 'admin@example.com', 'main-thread-password-1');
-    const ws = (await createWorkspace(baseUrl, cookie, 'Buffers')).id as string;
-    const project = await request(baseUrl, 'POST', '/api/projects', { cookie, body: { workspaceId: ws, name: 'Pages' } });
-    expect(project.status).toBe(201);
-    for (let i = 0; i < 60; i++) {
-      const created = await request(baseUrl, 'POST', '/api/issues', {
-        cookie,
-        body: { projectId: project.body.data.id, title: `Task ${i}`, description: `${String(i).padStart(3, '0')} `.repeat(600 + 40 * i), priority: i % 2 ? 'high' : 'low' },
-      });
-      expect(created.status).toBe(201);
-    }
-    const paths = [`/api/issues?workspaceId=${ws}&limit=50`, `/api/issues?workspaceId=${ws}&priority=high&limit=30`];
-    const expected = await Promise.all(paths.map(async (path) => (await fetch(`${baseUrl}${path}`, { headers: { cookie } })).text()));
-    expect(expected.map((body) => body.length).every((n) => n > 64 * 1024)).toBe(true);
-    expect(expected[0]).not.toBe(expected[1]);
-    for (let round = 0; round < 4; round++) {
-      const bodies = await Promise.all(
-        Array.from({ length: 40 }, async (_, i) => {
-          const res = await fetch(`${baseUrl}${paths[i % 2]!}`, { headers: { cookie } });
-          expect(res.status).toBe(200);
-          return [i % 2, await res.text()] as const;
-        }),
-      );
-      for (const [which, body] of bodies) expect(body === expected[which], `round ${round}: page ${which} differs`).toBe(true);
-    }
+  const cookie = await login(baseUrl, 'admin@example.com', ADMIN_PASSWORD);
+  const ws = (await createWorkspace(baseUrl, cookie, 'Buffers')).id as string;
+  const project = await request(baseUrl, 'POST', '/api/projects', { cookie, body: { workspaceId: ws, name: 'Pages' } });
+  expect(project.status).toBe(201);
+  for (let i = 0; i < 60; i++) {
+    const created = await request(baseUrl, 'POST', '/api/issues', {
+      cookie,
+      body: { projectId: project.body.data.id, title: `Task ${i}`, description: `${String(i).padStart(3, '0')} `.repeat(600 + 40 * i), priority: i % 2 ? 'high' : 'low' },
+    });
+    expect(created.status).toBe(201);
+  }
+  const paths = [`/api/issues?workspaceId=${ws}&limit=50`, `/api/issues?workspaceId=${ws}&priority=high&limit=30`];
+  const expected = await Promise.all(paths.map(async (path) => (await fetch(`${baseUrl}${path}`, { headers: { cookie } })).text()));
+  expect(expected.map((body) => body.length).every((n) => n > 64 * 1024)).toBe(true);
+  expect(expected[0]).not.toBe(expected[1]);
+  for (let round = 0; round < 4; round++) {
+    const bodies = await Promise.all(
+      Array.from({ length: 40 }, async (_, i) => {
+        const res = await fetch(`${baseUrl}${paths[i % 2]!}`, { headers: { cookie } });
+        expect(res.status).toBe(200);
+        return [i % 2, await res.text()] as const;
+      }),
+    );
+    for (const [which, body] of bodies) expect(body === expected[which], `round ${round}: page ${which} differs`).toBe(true);
+  }
 }
 
 describe('the gateway’s thread beside the services’ thread', () => {
@@ -87,16 +104,8 @@ describe('the gateway’s thread beside the services’ thread', () => {
     app = new ServiceProcess(
       'all-in-one',
       {
-        PORT: String(port),
-        GRPC_PORT: String(await getFreePort()),
-        HOST: '127.0.0.1',
-        GRPC_HOST: '127.0.0.1',
-        DATA_DIR: ':memory:',
-        LOG_LEVEL: 'warn',
         // The demo seeding runs in the gateway's thread and calls the issues service through the port.
-        SERVICE_DEMO: '1',
-        SERVICES_THREAD: 'on',
-        SERVICE_ADMIN_PASSWORD: 'main-thread-password-1',
+        ...(await bundleEnv(port, 'on', '1')),
         LOADED_SCRIPTS_TRIGGER: join(dir, 'now'),
         LOADED_SCRIPTS_OUT: join(dir, 'scripts'),
       },
@@ -165,21 +174,7 @@ describe('one thread (SERVICES_THREAD=off)', () => {
 
   it('pages rendered into buffers reused in the same thread: many at once, of two sizes, each body exactly its own', async () => {
     const port = await getFreePort();
-    app = new ServiceProcess(
-      'all-in-one',
-      {
-        PORT: String(port),
-        GRPC_PORT: String(await getFreePort()),
-        HOST: '127.0.0.1',
-        GRPC_HOST: '127.0.0.1',
-        DATA_DIR: ':memory:',
-        LOG_LEVEL: 'warn',
-        SERVICE_DEMO: '0',
-        SERVICES_THREAD: 'off',
-        SERVICE_ADMIN_PASSWORD: 'main-thread-password-1',
-      },
-      port,
-    );
+    app = new ServiceProcess('all-in-one', await bundleEnv(port, 'off', '0'), port);
     await app.start();
     await concurrentPagesAreExact(app.baseUrl);
   }, 60_000);

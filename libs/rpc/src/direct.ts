@@ -16,7 +16,7 @@ import { grpcCodeName } from './errors.js';
 import { invokeHandler, type BoundHandler, type HandlerOutcome } from './invoke.js';
 import { checkedCopy, copyMessage } from './isolate.js';
 import { ANONYMOUS_PRINCIPAL, copyPrincipal, type Principal } from './principal.js';
-import { BytePool, POOLED_MIN_BYTES, RenderedResponse, renderView, type ResponseView } from './views.js';
+import { BytePool, pooledAnswer, renderView, type RenderedResponse, type ResponseView } from './views.js';
 import { TRACER_NAME } from './trace-metadata.js';
 import { resolveDeadline, type RpcCallOptions, type RpcClient, type ServiceImplementation } from './types.js';
 
@@ -276,12 +276,9 @@ export function createDirectClient<S extends DescService>(service: S, options: D
 const renderPool = new BytePool();
 
 function renderWith(view: ResponseView): (response: Message) => RenderedResponse {
-  return (response) => {
-    const body = renderView(view, response, (size) => renderPool.take(size));
-    if (typeof body === 'string' || body.buffer.byteLength < POOLED_MIN_BYTES) return new RenderedResponse(body);
-    const buffer = body.buffer as ArrayBuffer;
-    return new RenderedResponse(body, () => {
-      if (buffer.byteLength > 0) renderPool.give(structuredClone(buffer, { transfer: [buffer] }));
-    });
-  };
+  return (response) =>
+    pooledAnswer(
+      renderView(view, response, (size) => renderPool.take(size)),
+      (buffer) => renderPool.give(structuredClone(buffer, { transfer: [buffer] })),
+    );
 }

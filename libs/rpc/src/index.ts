@@ -30,4 +30,4 @@ export {
   type SignedPrincipal,
 } from './principal.js';
 export { ERROR_CODE_HEADER, ERROR_DETAILS_HEADER, grpcCodeName } from './errors.js';
-export { BytePool, POOLED_MAX_BYTES, POOLED_MIN_BYTES, RenderedResponse, renderedBody, renderView, viewRegistry, type ByteAllocator, type ResponseView } from './views.js';
+export { BytePool, pooledAnswer, POOLED_MAX_BYTES, POOLED_MIN_BYTES, RenderedResponse, renderedBody, renderView, viewRegistry, type ByteAllocator, type ResponseView } from './views.js';

@@ -57,6 +57,19 @@ export class RenderedResponse {
   }
 }
 
+/**
+ * A rendered answer whose bytes, when they fill a buffer the pool handed out (64 KiB or more), go
+ * to `giveBack` once the caller's response has finished with them (at most once; not when the
+ * buffer is already gone from this thread). Text and small bytes are the caller's for good.
+ */
+export function pooledAnswer(body: string | Uint8Array, giveBack: (buffer: ArrayBuffer) => void): RenderedResponse {
+  if (typeof body === 'string' || body.buffer.byteLength < POOLED_MIN_BYTES) return new RenderedResponse(body);
+  const buffer = body.buffer as ArrayBuffer;
+  return new RenderedResponse(body, () => {
+    if (buffer.byteLength > 0) giveBack(buffer);
+  });
+}
+
 /** Runs `view` where the response is made: its bytes when it renders bytes, else its text. */
 export function renderView(view: ResponseView, response: Message, alloc?: ByteAllocator): string | Uint8Array {
   return view.renderBytes ? view.renderBytes(response, alloc) : view.render(response);

@@ -25,8 +25,8 @@ import {
   BytePool,
   endClientSpan,
   grpcCodeName,
-  POOLED_MIN_BYTES,
-  RenderedResponse,
+  pooledAnswer,
+  type RenderedResponse,
   renderView,
   type LocalServices,
   type Principal,
@@ -161,18 +161,15 @@ export function createThreadPortClient(port: MessagePort): ThreadPortClient {
   });
 
   /** A rendered answer; bytes in a buffer the services' thread pools go back to it when recycled. */
-  const rendered = (body: string | Uint8Array): RenderedResponse => {
-    if (typeof body === 'string' || body.buffer.byteLength < POOLED_MIN_BYTES) return new RenderedResponse(body);
-    const buffer = body.buffer as ArrayBuffer;
-    return new RenderedResponse(body, () => {
-      if (closedReason || buffer.byteLength === 0) return;
+  const rendered = (body: string | Uint8Array): RenderedResponse =>
+    pooledAnswer(body, (buffer) => {
+      if (closedReason) return;
       try {
         port.postMessage({ t: 'recycle', buffer } satisfies Request, [buffer]);
       } catch {
         // The port closed meanwhile: the buffer stays here, for the garbage collector.
       }
     });
-  };
 
   const ask = <T>(message: Record<string, unknown> & { t: Request['t'] }): { id: number; done: Promise<T> } => {
     const id = nextId++;
