@@ -317,6 +317,27 @@ describe('sqlite store: writes made together commit together', () => {
     });
   });
 
+  it('batched writes: an ordered insert that fails part-way through a document (an SQLite error after its row) keeps none of that write; an id taken keeps those before', async () => {
+    await withStore(createSqliteStore({ path: ':memory:' }), async (store) => {
+      const c = store.collection<{ _id: string; group: string }>('things');
+      await c.createIndexes([{ name: 'group', keys: { group: 1 } }]);
+      await c.insertOne({ _id: 'first', group: 'g' });
+      // The index's table fails the entry of document `bad` with a runtime error (no constraint):
+      // its row is written by then, so the whole write must go, not just that document.
+      const db = (store as unknown as { db: { prepare(sql: string): { all(): { name: string }[] }; exec(sql: string): void } }).db;
+      const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'i\\_%' ESCAPE '\\'").all();
+      expect(tables).toHaveLength(1);
+      db.exec(`CREATE TRIGGER fail_bad BEFORE INSERT ON ${tables[0]!.name} WHEN NEW.id = 'bad' BEGIN SELECT json('{not json'); END`);
+      await expect(c.insertMany([{ _id: 'a', group: 'g' }, { _id: 'bad', group: 'g' }, { _id: 'c', group: 'g' }])).rejects.toThrow(/JSON/i);
+      expect((await c.find({}, { sort: { _id: 1 } })).map((d) => d._id)).toEqual(['first']);
+      expect(await c.countDocuments({ group: 'g' })).toBe(1);
+      // A refusal before a document's first statement (its id taken) keeps the documents before it.
+      await expect(c.insertMany([{ _id: 'a', group: 'g' }, { _id: 'first', group: 'h' }, { _id: 'c', group: 'g' }])).rejects.toThrow(/duplicate/i);
+      expect((await c.find({ group: 'g' }, { sort: { _id: 1 } })).map((d) => d._id)).toEqual(['a', 'first']);
+      expect(await c.countDocuments({ group: 'h' })).toBe(0);
+    });
+  });
+
   it('batched writes: a read made after a write sees it, though the write was not awaited; a transaction conflicts with a batched write it read before', async () => {
     await withStore(createSqliteStore({ path: ':memory:' }), async (store) => {
       const c = store.collection<{ _id: string; v: number }>('counters');

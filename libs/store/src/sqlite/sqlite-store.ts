@@ -400,6 +400,13 @@ function normalizeDocument(doc: unknown): Doc {
   return normalizeValue(doc, '') as Doc;
 }
 
+/** An SQLite error after some of a document's statements ran: `writePartial` keeps nothing. */
+class HalfWritten extends Error {
+  constructor(override readonly cause: unknown) {
+    super('a document failed part-way through its write');
+  }
+}
+
 function isConstraintError(err: unknown): boolean {
   return err instanceof Database.SqliteError && err.code.startsWith('SQLITE_CONSTRAINT');
 }
@@ -926,6 +933,8 @@ class SqliteStore implements SqliteDocumentStore {
       try {
         return fn();
       } catch (err) {
+        // Failed part-way through one document: nothing of this write is kept.
+        if (err instanceof HalfWritten) throw err.cause;
         failure = { err };
         return undefined;
       }
@@ -1671,9 +1680,38 @@ class SqliteStore implements SqliteDocumentStore {
   insert(name: string, input: unknown, tx: Txn | undefined): void {
     const doc = normalizeDocument(input);
     const id = doc._id as string;
+    if (!tx) {
+      // No lookup first: the document's own INSERT, the first statement of the write, finds an
+      // id already taken (its UNIQUE constraint: DuplicateKeyError, nothing written).
+      this.put(this.ensure(name), id, undefined, doc);
+      return;
+    }
     const { exists, row } = this.visible(name, id, tx);
     if (exists) throw new DuplicateKeyError(ID_INDEX);
     this.write1(name, id, row, doc, tx);
+  }
+
+  /**
+   * An ordered insert outside a transaction (`insertMany`): the documents before a failure stay in.
+   * Each document has a savepoint of its own only where part of it can be refused after its row
+   * is written, a unique index besides the id. Elsewhere every refusal (a document that is not
+   * one, an id taken, parallel arrays) comes before the document's first statement, and an SQLite
+   * error after it fails the whole write instead, so a half-written document is never committed.
+   */
+  insertOrdered(name: string, docs: readonly unknown[]): void {
+    const guarded = this.ensure(name).indexes.some((idx) => idx.unique);
+    for (const doc of docs) {
+      if (guarded) {
+        this.atomic(() => this.insert(name, doc, undefined));
+        continue;
+      }
+      try {
+        this.insert(name, doc, undefined);
+      } catch (err) {
+        if (err instanceof Database.SqliteError) throw new HalfWritten(err);
+        throw err;
+      }
+    }
   }
 
   update(name: string, filter: Filter, update: Update, opts: { multi: boolean; upsert: boolean; sort?: SortSpec }, tx: Txn | undefined): WriteOutcome {
@@ -2017,9 +2055,7 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
     if (tx) return store.read(() => docs.forEach((doc) => store.insert(this.name, doc, tx)), true);
     if (docs.length === 0) return;
     // Ordered: documents before a failure stay inserted.
-    await store.writePartial(() => {
-      for (const doc of docs) store.atomic(() => store.insert(this.name, doc, undefined));
-    });
+    await store.writePartial(() => store.insertOrdered(this.name, docs));
   }
 
   async findOne(filter: Filter, options?: FindOneOptions): Promise<T | null> {
