@@ -19,22 +19,48 @@ function replacer(this: Record<string, unknown>, key: string, value: unknown): u
   return value;
 }
 
-/** Whether a value holds anything JSON cannot carry as it is (dates, non-finite numbers, regular expressions). */
-function needsTags(value: unknown): boolean {
-  if (typeof value === 'number') return !Number.isFinite(value);
-  if (value === null || typeof value !== 'object') return false;
-  if (value instanceof Date || value instanceof RegExp) return true;
-  if (Array.isArray(value)) {
-    for (const v of value) if (needsTags(v)) return true;
-    return false;
+/** `tagged` met an object with its own `toJSON` (not a date): only the replacer encodes it as before. */
+const UNTAGGABLE = Symbol('untaggable');
+
+/**
+ * The value with what JSON cannot carry as it is (dates, non-finite numbers, regular expressions)
+ * replaced by tags: the value itself when it holds none, else a copy of the objects and arrays on
+ * the way to each. Then `JSON.stringify` runs without a replacer, its fast path: a document with
+ * dates was encoded in a third of the time (a claim: 6.3 -> 2.2 µs).
+ */
+function tagged(value: unknown): unknown {
+  if (typeof value === 'number') return Number.isFinite(value) ? value : { $num: String(value) };
+  if (value === null || typeof value !== 'object') return value;
+  if (value instanceof Date) {
+    const ms = value.getTime();
+    // As `Date#toJSON`: an invalid date is null.
+    return Number.isNaN(ms) ? null : { $date: ms };
   }
-  for (const key in value) if (needsTags((value as Record<string, unknown>)[key])) return true;
-  return false;
+  if (value instanceof RegExp) return { $re: [value.source, value.flags] };
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return UNTAGGABLE;
+  if (Array.isArray(value)) {
+    let out: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      const t = tagged(v);
+      if (t === UNTAGGABLE) return UNTAGGABLE;
+      if (t !== v) (out ??= value.slice())[i] = t;
+    }
+    return out ?? value;
+  }
+  let out: Doc | undefined;
+  for (const key of Object.keys(value)) {
+    const v = (value as Doc)[key];
+    const t = tagged(v);
+    if (t === UNTAGGABLE) return UNTAGGABLE;
+    if (t !== v) (out ??= { ...(value as Doc) })[key] = t;
+  }
+  return out ?? value;
 }
 
 export function encodeJson(value: unknown): string {
-  // The replacer costs a call per value: most documents need none.
-  return needsTags(value) ? JSON.stringify(value, replacer) : JSON.stringify(value);
+  const t = tagged(value);
+  return t === UNTAGGABLE ? JSON.stringify(value, replacer) : JSON.stringify(t);
 }
 
 function revive(value: unknown): unknown {
