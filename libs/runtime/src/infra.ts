@@ -19,7 +19,7 @@ import {
   type ServiceImplementation,
 } from '@planning/rpc';
 import { createStore, importLegacyStore, type DocumentStore } from '@planning/store';
-import type { Logger } from '@planning/telemetry';
+import { recordStoreFlush, type Logger } from '@planning/telemetry';
 import { IN_MEMORY, type ProcessConfig, type ServiceName } from './process-config.js';
 import type { ModuleContext, ModuleDefinition } from './registry.js';
 
@@ -177,7 +177,12 @@ export async function openServiceStore(
   const dataDir = config.dataDir ?? IN_MEMORY;
   if (dataDir === IN_MEMORY) return createStore({ kind: 'embedded', path: IN_MEMORY });
   const log = logger ? (details: Record<string, unknown>, message: string) => logger.info({ service, ...details }, message) : undefined;
-  return createStore({ kind: 'embedded', path: serviceStorePath(dataDir, service), ...(log ? { log } : {}) });
+  return createStore({
+    kind: 'embedded',
+    path: serviceStorePath(dataDir, service),
+    ...(log ? { log } : {}),
+    onFlush: (seconds, commits) => recordStoreFlush(service, seconds, commits),
+  });
 }
 
 /** The SQLite file of a service's embedded store under DATA_DIR. */

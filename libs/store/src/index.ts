@@ -37,6 +37,8 @@ export type StoreConfig =
       path: string;
       /** Told what opening the file changed in it (a format upgrade). */
       log?: (details: Record<string, unknown>, message: string) => void;
+      /** Told each flush of the write-ahead log: seconds it took, commits it made durable. */
+      onFlush?: (seconds: number, commits: number) => void;
     }
   | { kind: 'mongodb'; uri: string; database: string; appName?: string };
 
@@ -44,7 +46,7 @@ export type StoreConfig =
 export async function createStore(config: StoreConfig): Promise<DocumentStore> {
   switch (config.kind) {
     case 'embedded':
-      return createSqliteStore({ path: config.path, ...(config.log ? { log: config.log } : {}) });
+      return createSqliteStore({ path: config.path, ...(config.log ? { log: config.log } : {}), ...(config.onFlush ? { onFlush: config.onFlush } : {}) });
     case 'mongodb': {
       // Loaded here only: a process on the embedded store never loads the MongoDB driver.
       const { createMongoStore } = await import('./mongo/mongo-store.js');

@@ -15,6 +15,10 @@ const METER_NAME = 'planning';
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 /** Seconds: lags run from milliseconds (a healthy bus) to minutes (a backlog). */
 const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+/** Seconds: a flush of the write-ahead log takes from tenths of a millisecond (a quiet SSD) to a second (a saturated disk). */
+const FLUSH_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+/** Commits one flush made durable: 1 when writes come one at a time, more under load (group commit). */
+const COMMITS_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128];
 /** Seconds: leases last minutes to a day. */
 const LEASE_BUCKETS = [0, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400];
 
@@ -40,6 +44,8 @@ export const METRICS = {
   importRows: 'planning.import.rows',
   exportBytes: 'planning.export.bytes',
   auditWriteLag: 'planning.audit.write.lag',
+  storeFlushDuration: 'planning.store.flush.duration',
+  storeFlushCommits: 'planning.store.flush.commits',
 } as const;
 
 function create(meter: Meter) {
@@ -80,6 +86,13 @@ function create(meter: Meter) {
     importRows: meter.createCounter(METRICS.importRows, { description: 'Rows of committed imports, by result.', unit: '{row}' }),
     exportBytes: meter.createCounter(METRICS.exportBytes, { description: 'Bytes of export artifacts produced, by format.', unit: 'By' }),
     auditWriteLag: histogram(METRICS.auditWriteLag, 'Time from an event to its audit record being written.', 's', LAG_BUCKETS),
+    storeFlushDuration: histogram(
+      METRICS.storeFlushDuration,
+      "Duration of one flush of an embedded store's write-ahead log to the disk (fdatasync); every write waits for one before it is acknowledged.",
+      's',
+      FLUSH_BUCKETS,
+    ),
+    storeFlushCommits: histogram(METRICS.storeFlushCommits, 'Commits one flush of an embedded store made durable (group commit).', '{commit}', COMMITS_BUCKETS),
   };
 }
 
@@ -215,4 +228,12 @@ export function recordExportBytes(format: string, bytes: number): void {
 /** An audit record written `seconds` after its event. */
 export function recordAuditWriteLag(seconds: number): void {
   instruments().auditWriteLag.record(Math.max(0, seconds));
+}
+
+/** One flush of the write-ahead log of the embedded store `store` (its service's name): how long it took, how many commits it made durable. */
+export function recordStoreFlush(store: string, seconds: number, commits: number): void {
+  const { storeFlushDuration, storeFlushCommits } = instruments();
+  const attributes = { 'planning.store': store };
+  storeFlushDuration.record(seconds, attributes);
+  storeFlushCommits.record(commits, attributes);
 }

@@ -22,8 +22,15 @@ export class Durability {
   private fd: number | undefined;
   private failure: Error | undefined;
 
-  /** `walFile`: the database's write-ahead log; undefined for an in-memory database (nothing to flush). */
-  constructor(private readonly walFile: string | undefined) {}
+  /**
+   * `walFile`: the database's write-ahead log; undefined for an in-memory database (nothing to
+   * flush). `onFlush`: told each completed flush, its duration in seconds and how many commits it
+   * made durable (for the process's metrics).
+   */
+  constructor(
+    private readonly walFile: string | undefined,
+    private readonly onFlush?: (seconds: number, commits: number) => void,
+  ) {}
 
   /** The last commit that changed each collection (by the store's collection number). */
   private readonly lastChange = new Map<number, number>();
@@ -70,13 +77,16 @@ export class Durability {
       this.fail(err as Error);
       return;
     }
+    const started = performance.now();
     fs.fdatasync(fd, (err) => {
       this.flushing = false;
       if (err) {
         this.fail(err);
         return;
       }
+      const commits = target - this.synced;
       this.synced = Math.max(this.synced, target);
+      if (this.onFlush && commits > 0) this.onFlush((performance.now() - started) / 1000, commits);
       const waiting = this.waiters;
       this.waiters = [];
       for (const w of waiting) {

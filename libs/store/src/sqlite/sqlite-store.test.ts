@@ -122,6 +122,44 @@ describe('sqlite store: files', () => {
     });
   });
 
+  it('durability: onFlush is told each flush of the log, its duration and the commits it made durable; an in-memory store never flushes', async () => {
+    const flushes: { seconds: number; commits: number }[] = [];
+    const onFlush = (seconds: number, commits: number) => flushes.push({ seconds, commits });
+    await withStore(createSqliteStore({ path: path.join(tempDir(), 'store.sqlite'), onFlush }), async (store) => {
+      const c = store.collection('c');
+      await c.insertOne({ _id: 'a' });
+      expect(flushes).toHaveLength(1);
+      expect(flushes[0]?.commits).toBe(1);
+      expect(flushes[0]?.seconds).toBeGreaterThanOrEqual(0);
+      // Writes made while a flush is held share the next one: one flush for both commits.
+      const { held, spy } = holdFlushes();
+      try {
+        const pending = c.insertOne({ _id: 'b' });
+        for (let i = 0; i < 5 && held.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+        // Two more commits (writes of different turns commit apart) while the first flush is held.
+        const more = c.insertOne({ _id: 'c' });
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        const again = c.insertOne({ _id: 'd' });
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        spy.mockRestore();
+        (held.shift() as () => void)();
+        await Promise.all([pending, more, again]);
+      } finally {
+        spy.mockRestore();
+        for (const run of held.splice(0)) run();
+      }
+      expect(flushes.slice(1).map((f) => f.commits)).toEqual([1, 2]);
+      // A read with nothing new to flush makes no flush.
+      await c.findOne({ _id: 'a' });
+      expect(flushes).toHaveLength(3);
+    });
+    const memory: number[] = [];
+    await withStore(createSqliteStore({ path: ':memory:', onFlush: (s) => memory.push(s) }), async (store) => {
+      await store.collection('c').insertOne({ _id: 'a' });
+    });
+    expect(memory).toEqual([]);
+  });
+
   it('durability: a transaction\'s onCommitted runs before its flush; a transaction it starts reads the commit, and both resolve with one flush', async () => {
     const file = path.join(tempDir(), 'store.sqlite');
     await withStore(createSqliteStore({ path: file }), async (store) => {

@@ -91,6 +91,11 @@ export interface SqliteStoreOptions {
   keptResults?: number;
   /** Told what opening the file changed in it (a format upgrade), for the process's log. */
   log?: (details: Record<string, unknown>, message: string) => void;
+  /**
+   * Told each flush of the write-ahead log to the disk (a file store only): how long the
+   * `fdatasync` took, in seconds, and how many commits it made durable (for the process's metrics).
+   */
+  onFlush?: (seconds: number, commits: number) => void;
 }
 
 export interface QueryExplain {
@@ -674,7 +679,7 @@ class SqliteStore implements SqliteDocumentStore {
       throw err;
     }
     if (!memory && !existed) syncDirectory(pathDir(path));
-    this.durability = new Durability(memory ? undefined : `${path}-wal`);
+    this.durability = new Durability(memory ? undefined : `${path}-wal`, options.onFlush);
     this.sweepTimer = setInterval(() => {
       this.sweepExpired().catch((err: unknown) => {
         // Expiry is housekeeping; a failed sweep is retried on the next tick.
@@ -2168,8 +2173,9 @@ function pageOf(options: FindOptions | undefined): QueryOptions {
 /** Opens (creating if needed) a store in the SQLite file `options.path`, or in memory for `:memory:`. */
 export function createSqliteStore(options: SqliteStoreOptions): SqliteDocumentStore {
   if (!isPlainObject(options)) throw new TypeError('createSqliteStore needs options');
-  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs', 'keptResults', 'log'], 'createSqliteStore');
+  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs', 'keptResults', 'log', 'onFlush'], 'createSqliteStore');
   if (typeof options.path !== 'string' || options.path === '') throw new TypeError("path must be a file name or ':memory:'");
   if (options.clock !== undefined && typeof options.clock !== 'function') throw new TypeError('clock must be a function returning a Date');
+  if (options.onFlush !== undefined && typeof options.onFlush !== 'function') throw new TypeError('onFlush must be a function');
   return new SqliteStore(options.path, options);
 }
