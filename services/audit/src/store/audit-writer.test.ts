@@ -50,6 +50,35 @@ describe('audit: batched writes', () => {
     expect(batches).toHaveLength(3);
   });
 
+  it('with gatherMs, events handed in over several turns within the window are one batch; a full batch does not wait', async () => {
+    const batches: string[][] = [];
+    const repo = {
+      async recordMany(events: readonly EventEnvelope[]) {
+        batches.push(events.map((e) => e.id));
+      },
+    } as unknown as AuditEventRepository;
+    const writer = new AuditWriter(repo, 4, 50);
+    const first = writer.record(event(1));
+    await new Promise((resolve) => setImmediate(resolve));
+    const second = writer.record(event(2));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Two turns later, still within the window: nothing written yet.
+    expect(batches).toEqual([]);
+    await Promise.all([first, second]);
+    expect(batches).toEqual([[1, 2].map((n) => event(n).id)]);
+    // A writer whose window outlasts the test: a full batch is written at once all the same (were it
+    // to wait for the window, the test would time out).
+    const patient = new AuditWriter(repo, 4, 600_000);
+    await Promise.all([3, 4, 5, 6].map((n) => patient.record(event(n))));
+    expect(batches).toHaveLength(2);
+    // The full batch's window timer is gone: the next events wait for their own batch to fill.
+    const later = [7, 8].map((n) => patient.record(event(n)));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(batches).toHaveLength(2);
+    await Promise.all([...later, ...[9, 10].map((n) => patient.record(event(n)))]);
+    expect(batches.at(-1)).toEqual([7, 8, 9, 10].map((n) => event(n).id));
+  });
+
   it('races: concurrent batches holding the same events store each once', async () => {
     const store = createEmbeddedStore();
     const repo = await AuditEventRepository.open(store);
