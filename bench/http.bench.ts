@@ -20,7 +20,7 @@ import { createKey, createWorkspace, type TestKey } from '../test/support/auth.j
 import { ADMIN_EMAIL, startCluster, type Cluster } from '../test/support/cluster.js';
 import { eventually, login, request } from '../test/support/http.js';
 import { createSqliteStore } from '@planning/store';
-import { getFreePort } from '@planning/testing';
+import { getFreePort, parsePrometheusText } from '@planning/testing';
 import { ROOT } from '../test/support/service-process.js';
 import { machine, ms, summarize, type Bench } from './support.js';
 // @ts-expect-error plain ESM script without type declarations
@@ -655,16 +655,15 @@ interface Flushes {
 
 async function flushes(metricsPort: string): Promise<Flushes> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text().catch(() => '');
+  const families = parsePrometheusText(text);
+  const family = families.get('planning_store_flush_duration_seconds') ?? families.get('planning_store_flush_duration');
   const out: Flushes = { count: new Map(), sum: 0, buckets: new Map() };
-  const name = text.includes('planning_store_flush_duration_seconds') ? 'planning_store_flush_duration_seconds' : 'planning_store_flush_duration';
-  for (const m of text.matchAll(new RegExp(`^${name}_(count|sum|bucket)\\{([^}]*)\\} ([0-9.e+-]+)$`, 'gm'))) {
-    const [, kind, labels, value] = m as unknown as [string, string, string, string];
-    const store = /planning_store="([^"]+)"/.exec(labels)?.[1] ?? '?';
-    if (kind === 'count') out.count.set(store, (out.count.get(store) ?? 0) + Number(value));
-    else if (kind === 'sum') out.sum += Number(value);
-    else {
-      const le = /le="([^"]+)"/.exec(labels)?.[1];
-      if (le !== undefined && le !== '+Inf') out.buckets.set(Number(le), (out.buckets.get(Number(le)) ?? 0) + Number(value));
+  for (const sample of family?.samples ?? []) {
+    const store = sample.labels.planning_store ?? '?';
+    out.count.set(store, (out.count.get(store) ?? 0) + (sample.count ?? 0));
+    out.sum += sample.sum ?? 0;
+    for (const [le, cumulative] of Object.entries(sample.buckets ?? {})) {
+      if (le !== '+Inf') out.buckets.set(Number(le), (out.buckets.get(Number(le)) ?? 0) + cumulative);
     }
   }
   return out;
