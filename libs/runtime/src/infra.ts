@@ -169,18 +169,22 @@ export const rpcClientsModule: ModuleDefinition<undefined, RpcClientsExports> = 
 export async function openServiceStore(
   config: ProcessConfig,
   service: ServiceName,
-  logger?: { info(details: Record<string, unknown>, message: string): void },
+  logger?: { info(details: Record<string, unknown>, message: string): void; warn(details: Record<string, unknown>, message: string): void },
 ): Promise<DocumentStore> {
+  // Housekeeping that failed (an expiry sweep, text indexing, a commit callback) goes to the
+  // service's JSON log, not to stderr.
+  const warn = logger ? { warn: (details: Record<string, unknown>, message: string) => logger.warn({ service, ...details }, message) } : {};
   if (config.MONGODB_URI) {
-    return createStore({ kind: 'mongodb', uri: config.MONGODB_URI, database: `${config.MONGODB_DB_PREFIX}-${service}` });
+    return createStore({ kind: 'mongodb', uri: config.MONGODB_URI, database: `${config.MONGODB_DB_PREFIX}-${service}`, ...warn });
   }
   const dataDir = config.dataDir ?? IN_MEMORY;
-  if (dataDir === IN_MEMORY) return createStore({ kind: 'embedded', path: IN_MEMORY });
+  if (dataDir === IN_MEMORY) return createStore({ kind: 'embedded', path: IN_MEMORY, ...warn });
   const log = logger ? (details: Record<string, unknown>, message: string) => logger.info({ service, ...details }, message) : undefined;
   return createStore({
     kind: 'embedded',
     path: serviceStorePath(dataDir, service),
     ...(log ? { log } : {}),
+    ...warn,
     onFlush: (seconds, commits) => recordStoreFlush(service, seconds, commits),
   });
 }

@@ -4,6 +4,7 @@ import { createHttpApp } from './http.js';
 import { defaultDataDir, loadProcessConfig, type ProcessConfig } from './process-config.js';
 import { lazyModule, resolveModules, type ModuleDefinition, type RuntimeLogger } from './registry.js';
 import { createRuntime, loadModuleSettings } from './runtime.js';
+import { openServiceStore } from './infra.js';
 import { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
 import { env } from '@planning/config';
 import { createLogger } from '@planning/telemetry';
@@ -221,6 +222,27 @@ describe('runtime: lifecycle', () => {
     const report = await runtime.view.ready();
     expect(report).toMatchObject({ ok: false, notRunning: ['flaky'], details: { flaky: { error: 'connection refused' } } });
     await runtime.shutdown();
+  });
+});
+
+describe('service stores', () => {
+  it("a service's store reports failed housekeeping to the service's log as a warning, with the service named", async () => {
+    const lines: { level: string; details: Record<string, unknown>; message: string }[] = [];
+    const logger = {
+      info: (details: Record<string, unknown>, message: string) => lines.push({ level: 'info', details, message }),
+      warn: (details: Record<string, unknown>, message: string) => lines.push({ level: 'warn', details, message }),
+    };
+    const store = await openServiceStore({ ...config(), dataDir: ':memory:' }, 'issues', logger);
+    try {
+      await store.withTransaction(async (session) => store.collection('c').insertOne({ _id: 'a' }, { session }), {
+        onCommitted: () => {
+          throw new Error('callback failed');
+        },
+      });
+    } finally {
+      await store.close();
+    }
+    expect(lines).toEqual([{ level: 'warn', details: { service: 'issues', error: 'callback failed' }, message: 'an onCommitted callback threw' }]);
   });
 });
 

@@ -5,6 +5,7 @@
  */
 import { createSqliteStore, MEMORY, type SqliteDocumentStore, type SqliteStoreOptions } from './sqlite/sqlite-store.js';
 import type { DocumentStore } from './port.js';
+import type { StoreWarn } from './on-committed.js';
 
 export * from './port.js';
 export { deepFreeze } from './document/values.js';
@@ -20,6 +21,7 @@ export {
   type StoreMemoryUse,
   type StoreTransaction,
 } from './sqlite/sqlite-store.js';
+export type { StoreWarn } from './on-committed.js';
 export { importLegacyStore, type LegacyImportResult } from './sqlite/legacy-import.js';
 export type { SqliteCollection as EmbeddedCollection, SqliteDocumentStore as EmbeddedDocumentStore, StoreTransaction as EmbeddedTransaction } from './sqlite/sqlite-store.js';
 
@@ -39,19 +41,27 @@ export type StoreConfig =
       log?: (details: Record<string, unknown>, message: string) => void;
       /** Told each flush of the write-ahead log: seconds it took, commits it made durable. */
       onFlush?: (seconds: number, commits: number) => void;
+      /** Told what failed in the store's housekeeping (default: process.emitWarning). */
+      warn?: StoreWarn;
     }
-  | { kind: 'mongodb'; uri: string; database: string; appName?: string };
+  | { kind: 'mongodb'; uri: string; database: string; appName?: string; warn?: StoreWarn };
 
 /** Opens the store the configuration names. */
 export async function createStore(config: StoreConfig): Promise<DocumentStore> {
   switch (config.kind) {
     case 'embedded':
-      return createSqliteStore({ path: config.path, ...(config.log ? { log: config.log } : {}), ...(config.onFlush ? { onFlush: config.onFlush } : {}) });
+      return createSqliteStore({
+        path: config.path,
+        ...(config.log ? { log: config.log } : {}),
+        ...(config.warn ? { warn: config.warn } : {}),
+        ...(config.onFlush ? { onFlush: config.onFlush } : {}),
+      });
     case 'mongodb': {
       // Loaded here only: a process on the embedded store never loads the MongoDB driver.
       const { createMongoStore } = await import('./mongo/mongo-store.js');
-      const options: { uri: string; database: string; appName?: string } = { uri: config.uri, database: config.database };
+      const options: { uri: string; database: string; appName?: string; warn?: StoreWarn } = { uri: config.uri, database: config.database };
       if (config.appName !== undefined) options.appName = config.appName;
+      if (config.warn !== undefined) options.warn = config.warn;
       return createMongoStore(options);
     }
     default:

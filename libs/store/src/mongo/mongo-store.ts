@@ -16,7 +16,7 @@ import {
 } from 'mongodb';
 import { deepFreeze } from '../document/values.js';
 import { assertFilterShape, assertStringId, assertUpdateShape } from '../guards.js';
-import { notifyCommitted } from '../on-committed.js';
+import { notifyCommitted, warnOf, type StoreWarn } from '../on-committed.js';
 import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
 import {
   DuplicateKeyError,
@@ -42,6 +42,8 @@ export interface MongoStoreOptions {
   uri: string;
   database: string;
   appName?: string;
+  /** Told what failed in housekeeping (an `onCommitted` callback that threw). Default: `process.emitWarning`. */
+  warn?: StoreWarn;
 }
 
 const MAX_COMMIT_RETRIES = 5;
@@ -126,6 +128,7 @@ class MongoStore implements DocumentStore {
   readonly kind = 'mongodb';
   readonly client: MongoClient;
   readonly db: Db;
+  private readonly warn: StoreWarn;
   private readonly sessions = new WeakMap<StoreSession, ClientSession>();
   private readonly handles = new Map<string, MongoCollection<StoredDocument>>();
 
@@ -135,6 +138,7 @@ class MongoStore implements DocumentStore {
     // ignoreUndefined: an optional field left undefined is absent, as in the embedded engine.
     this.client = new MongoClient(options.uri, { appName: options.appName ?? 'planning-service', ignoreUndefined: true });
     this.db = this.client.db(options.database);
+    this.warn = warnOf(options.warn);
   }
 
   collection<T extends StoredDocument = StoredDocument>(name: string): Collection<T> {
@@ -174,7 +178,7 @@ class MongoStore implements DocumentStore {
             throw err;
           }
           await commitWithRetry(clientSession);
-          notifyCommitted(options?.onCommitted);
+          notifyCommitted(options?.onCommitted, this.warn);
           return result;
         } catch (err) {
           if (clientSession.inTransaction()) await abortQuietly(clientSession);

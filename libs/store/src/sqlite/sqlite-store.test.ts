@@ -160,6 +160,45 @@ describe('sqlite store: files', () => {
     expect(memory).toEqual([]);
   });
 
+  it('housekeeping that fails (an expiry sweep, an onCommitted callback) is told to `warn`, never thrown out of a timer; without `warn` it is a process warning', async () => {
+    const warnings: { details: Record<string, unknown>; message: string }[] = [];
+    const warn = (details: Record<string, unknown>, message: string) => warnings.push({ details, message });
+    let clockFails = false;
+    const clock = () => {
+      if (clockFails) throw new Error('clock unavailable');
+      return new Date();
+    };
+    const file = path.join(tempDir(), 'store.sqlite');
+    await withStore(createSqliteStore({ path: file, clock, expirySweepMs: 5, warn }), async (store) => {
+      const c = store.collection('c');
+      await store.withTransaction(async (session) => c.insertOne({ _id: 'a' }, { session }), {
+        onCommitted: () => {
+          throw new Error('callback failed');
+        },
+      });
+      expect(warnings).toEqual([{ details: { error: 'callback failed' }, message: 'an onCommitted callback threw' }]);
+      // A sweep whose first step throws (here the clock) is reported, not an uncaught exception.
+      clockFails = true;
+      for (let i = 0; i < 100 && warnings.length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      clockFails = false;
+      expect(warnings[1]).toEqual({ details: { path: file, error: 'clock unavailable' }, message: 'store expiry sweep failed; it runs again on the next tick' });
+      expect(await c.findOne({ _id: 'a' })).toEqual({ _id: 'a' });
+    });
+    const emitted = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      await withStore(createSqliteStore({ path: ':memory:' }), async (store) => {
+        await store.withTransaction(async (session) => store.collection('c').insertOne({ _id: 'a' }, { session }), {
+          onCommitted: () => {
+            throw new Error('callback failed');
+          },
+        });
+      });
+      expect(emitted).toHaveBeenCalledWith('store: an onCommitted callback threw: callback failed');
+    } finally {
+      emitted.mockRestore();
+    }
+  });
+
   it('durability: a transaction\'s onCommitted runs before its flush; a transaction it starts reads the commit, and both resolve with one flush', async () => {
     const file = path.join(tempDir(), 'store.sqlite');
     await withStore(createSqliteStore({ path: file }), async (store) => {

@@ -51,7 +51,7 @@ import {
   type UpdateOptions,
   type UpdateResult,
 } from '../port.js';
-import { notifyCommitted } from '../on-committed.js';
+import { notifyCommitted, warnOf, type StoreWarn } from '../on-committed.js';
 import { conflictBackoffMs, MAX_TRANSACTION_ATTEMPTS, sleep } from '../retry-policy.js';
 import { DocCache } from './doc-cache.js';
 import { Durability, syncDirectory } from './durability.js';
@@ -91,6 +91,12 @@ export interface SqliteStoreOptions {
   keptResults?: number;
   /** Told what opening the file changed in it (a format upgrade), for the process's log. */
   log?: (details: Record<string, unknown>, message: string) => void;
+  /**
+   * Told what failed in the store's housekeeping (an expiry sweep, a catch-up of the substring
+   * indexes, an `onCommitted` callback that threw), for the process's log. Default:
+   * `process.emitWarning`.
+   */
+  warn?: StoreWarn;
   /**
    * Told each flush of the write-ahead log to the disk (a file store only): how long the
    * `fdatasync` took, in seconds, and how many commits it made durable (for the process's metrics).
@@ -578,6 +584,7 @@ class SqliteStore implements SqliteDocumentStore {
   private readonly txns = new WeakMap<StoreSession, Txn>();
   private readonly durability: Durability;
   private readonly clock: () => Date;
+  private readonly warn: StoreWarn;
   private readonly docs: DocCache;
   /**
    * The frozen copies `readonly` reads hand out, by the store's document they copy (one object
@@ -620,6 +627,7 @@ class SqliteStore implements SqliteDocumentStore {
   }
 
   constructor(readonly path: string, options: SqliteStoreOptions) {
+    this.warn = warnOf(options.warn);
     this.clock = options.clock ?? (() => new Date());
     const sweepMs = options.expirySweepMs ?? DEFAULT_SWEEP_MS;
     if (!Number.isFinite(sweepMs) || sweepMs <= 0) throw new TypeError('expirySweepMs must be a positive number');
@@ -681,10 +689,14 @@ class SqliteStore implements SqliteDocumentStore {
     if (!memory && !existed) syncDirectory(pathDir(path));
     this.durability = new Durability(memory ? undefined : `${path}-wal`, options.onFlush);
     this.sweepTimer = setInterval(() => {
-      this.sweepExpired().catch((err: unknown) => {
-        // Expiry is housekeeping; a failed sweep is retried on the next tick.
-        process.emitWarning(`store TTL sweep failed: ${(err as Error).message}`);
-      });
+      // Started in a promise: whatever fails, even before the sweep's first await, is reported
+      // here and never escapes the timer as an uncaught exception.
+      Promise.resolve()
+        .then(() => this.sweepExpired())
+        .catch((err: unknown) => {
+          // Expiry is housekeeping; a failed sweep is retried on the next tick.
+          this.warn({ path, error: (err as Error).message }, 'store expiry sweep failed; it runs again on the next tick');
+        });
     }, sweepMs);
     this.sweepTimer.unref();
     // Text rows left pending by the last run.
@@ -922,7 +934,7 @@ class SqliteStore implements SqliteDocumentStore {
       if (!outcome.ok) w.reject(outcome.err);
       else {
         // Committed and visible to every later statement; on disk once `flushed` resolves.
-        notifyCommitted(w.applied);
+        notifyCommitted(w.applied, this.warn);
         flushed.then(() => w.resolve(outcome.value), w.reject);
       }
     });
@@ -1046,7 +1058,7 @@ class SqliteStore implements SqliteDocumentStore {
       this.textTimer = undefined;
       if (this.closed || this.durability.failed) return;
       this.write(() => this.indexTexts(1)).catch((err: unknown) => {
-        process.emitWarning(`store text indexing failed: ${(err as Error).message}`);
+        this.warn({ path: this.path, error: (err as Error).message }, 'store text indexing failed; the rows stay pending and are tried again');
       });
     }, this.textDelayMs);
     this.textTimer.unref();
@@ -1066,7 +1078,7 @@ class SqliteStore implements SqliteDocumentStore {
         this.atomic.immediate(() => this.indexTexts(1));
         await this.durability.wait(this.durability.commit());
       } catch (err) {
-        process.emitWarning(`store text indexing at close failed: ${(err as Error).message}`);
+        this.warn({ path: this.path, error: (err as Error).message }, 'store text indexing at close failed; the next open continues it');
       }
     }
     clearInterval(this.sweepTimer);
@@ -1851,7 +1863,7 @@ class SqliteStore implements SqliteDocumentStore {
           const writes = [...tx.colls].filter(([, tc]) => tc.writes.size > 0);
           if (writes.length === 0) {
             tx.state = 'committed';
-            notifyCommitted(onCommitted);
+            notifyCommitted(onCommitted, this.warn);
             await this.read(() => undefined);
             return;
           }
@@ -2173,9 +2185,10 @@ function pageOf(options: FindOptions | undefined): QueryOptions {
 /** Opens (creating if needed) a store in the SQLite file `options.path`, or in memory for `:memory:`. */
 export function createSqliteStore(options: SqliteStoreOptions): SqliteDocumentStore {
   if (!isPlainObject(options)) throw new TypeError('createSqliteStore needs options');
-  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs', 'keptResults', 'log', 'onFlush'], 'createSqliteStore');
+  assertOptions(options, ['path', 'clock', 'expirySweepMs', 'cacheKiB', 'documentCacheKiB', 'textIndexDelayMs', 'keptResults', 'log', 'warn', 'onFlush'], 'createSqliteStore');
   if (typeof options.path !== 'string' || options.path === '') throw new TypeError("path must be a file name or ':memory:'");
   if (options.clock !== undefined && typeof options.clock !== 'function') throw new TypeError('clock must be a function returning a Date');
   if (options.onFlush !== undefined && typeof options.onFlush !== 'function') throw new TypeError('onFlush must be a function');
+  if (options.warn !== undefined && typeof options.warn !== 'function') throw new TypeError('warn must be a function');
   return new SqliteStore(options.path, options);
 }
