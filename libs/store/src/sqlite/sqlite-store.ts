@@ -688,16 +688,7 @@ class SqliteStore implements SqliteDocumentStore {
     }
     if (!memory && !existed) syncDirectory(pathDir(path));
     this.durability = new Durability(memory ? undefined : `${path}-wal`, options.onFlush);
-    this.sweepTimer = setInterval(() => {
-      // Started in a promise: whatever fails, even before the sweep's first await, is reported
-      // here and never escapes the timer as an uncaught exception.
-      Promise.resolve()
-        .then(() => this.sweepExpired())
-        .catch((err: unknown) => {
-          // Expiry is housekeeping; a failed sweep is retried on the next tick.
-          this.warn({ path, error: (err as Error).message }, 'store expiry sweep failed; it runs again on the next tick');
-        });
-    }, sweepMs);
+    this.sweepTimer = setInterval(() => this.sweepInBackground(), sweepMs);
     this.sweepTimer.unref();
     // Text rows left pending by the last run.
     this.scheduleTexts();
@@ -1945,6 +1936,20 @@ class SqliteStore implements SqliteDocumentStore {
    * Deletes up to SWEEP_LIMIT expired documents in one SQLite transaction, synchronously (before
    * the returned promise is even looked at); the promise resolves once that is on disk.
    */
+  /**
+   * A sweep started by a timer. Started in a promise: whatever fails, even before the sweep's
+   * first await (the clock, say), is reported and never escapes the timer as an uncaught
+   * exception. Expiry is housekeeping: a failed sweep runs again on the next tick.
+   */
+  private sweepInBackground(): void {
+    if (this.closed) return;
+    Promise.resolve()
+      .then(() => this.sweepExpired())
+      .catch((err: unknown) => {
+        if (!this.closed) this.warn({ path: this.path, error: (err as Error).message }, 'store expiry sweep failed; it runs again on the next tick');
+      });
+  }
+
   sweepExpired(): Promise<number> {
     const now = this.clock().getTime();
     return this.write(() => {
@@ -1964,7 +1969,7 @@ class SqliteStore implements SqliteDocumentStore {
       }
       if (removed >= SWEEP_LIMIT) {
         // More to do: continue soon rather than at the next interval, without blocking now.
-        setTimeout(() => void this.sweepExpired().catch(() => undefined), 10).unref();
+        setTimeout(() => this.sweepInBackground(), 10).unref();
       }
       return removed;
     });
