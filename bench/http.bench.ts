@@ -49,6 +49,13 @@ interface Run {
   rssMb: number;
   /** The server's CPU time (all threads) per request answered, in µs: steadier than rates on a busy machine. */
   cpuUsPerRequest: number;
+  /**
+   * How busy the server's JavaScript threads were over the run (CPU time ÷ wall time): the main
+   * (gateway's) thread, and the busiest other thread, which with SERVICES_THREAD=on is the
+   * services' thread (the others are V8's collector helpers and libuv's pool, where the flushes run).
+   * A thread near 100 % bounds the row's rate.
+   */
+  busy: { main: number; other: number };
   /** Responses by status code, when some were not 2xx. */
   statuses?: Record<string, number>;
 }
@@ -123,6 +130,33 @@ function cpuMs(pid: number | undefined): number {
   }
 }
 
+/** CPU time each thread of the process has used (user + system), in ms, by thread id. */
+function threadCpuMs(pid: number | undefined): Map<number, number> {
+  const out = new Map<number, number>();
+  if (!pid) return out;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+        out.set(Number(tid), ((Number(fields[11]) + Number(fields[12])) * 1000) / 100);
+      } catch {
+        // The thread ended meanwhile.
+      }
+    }
+  } catch {
+    // The process ended.
+  }
+  return out;
+}
+
+/** `busy` of a run (see Run): each thread's CPU time over the run ÷ the run's wall time. */
+function busyOf(pid: number | undefined, before: Map<number, number>, after: Map<number, number>, wallMs: number): Run['busy'] {
+  const used = (tid: number) => (after.get(tid) ?? 0) - (before.get(tid) ?? 0);
+  let other = 0;
+  for (const tid of after.keys()) if (tid !== pid) other = Math.max(other, used(tid));
+  return wallMs > 0 && pid ? { main: used(pid) / wallMs, other: other / wallMs } : { main: 0, other: 0 };
+}
+
 /** Waits until the process has stayed nearly idle (under 10 % of a core) for a second: event consumers caught up. At most 60 s. */
 async function quiet(pid: number | undefined): Promise<void> {
   const deadline = Date.now() + 60_000;
@@ -137,6 +171,8 @@ async function load(url: string, pid: number | undefined, options: Pick<Autocann
   let peak = 0;
   const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 250);
   const cpuBefore = cpuMs(pid);
+  const threadsBefore = threadCpuMs(pid);
+  const started = performance.now();
   try {
     const result = await autocannon({
       url,
@@ -154,6 +190,7 @@ async function load(url: string, pid: number | undefined, options: Pick<Autocann
       ...(result.non2xx > 0 ? { statuses: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, s]) => [code, s.count])) } : {}),
       rssMb: Math.max(peak, rssMb(pid)),
       cpuUsPerRequest: result.requests.total > 0 ? ((cpuMs(pid) - cpuBefore) * 1000) / result.requests.total : 0,
+      busy: busyOf(pid, threadsBefore, threadCpuMs(pid), performance.now() - started),
     };
   } finally {
     clearInterval(sampler);
@@ -174,6 +211,7 @@ function median(runs: Run[]): Run {
     errors: runs.reduce((s, r) => s + r.errors, 0),
     rssMb: Math.max(...runs.map((r) => r.rssMb)),
     cpuUsPerRequest: mid(runs.map((r) => r.cpuUsPerRequest)),
+    busy: { main: mid(runs.map((r) => r.busy.main)), other: mid(runs.map((r) => r.busy.other)) },
   };
 }
 
@@ -494,6 +532,7 @@ async function distributedPhase(log: (line: string) => void): Promise<Distribute
         errors: a.errors + b.errors,
         rssMb: 0,
         cpuUsPerRequest: 0,
+        busy: { main: 0, other: 0 },
       });
       log(`distributed round ${round}: one gateway ${fmt(one.result.rps)}/s, two gateways ${fmt(a.requests.average + b.requests.average)}/s`);
     }
@@ -718,6 +757,7 @@ function describeHeaps(heaps: HeapReading): string {
 
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 const mb = (n: number) => `${Math.round(n)} MB`;
+const pct = (n: number) => `${Math.round(n * 100)} %`;
 
 const bench: Bench = {
   name: 'http',
@@ -784,7 +824,7 @@ const bench: Bench = {
     const rows = new Map<string, Run[]>();
     const want = (row: string) => ONLY.size === 0 || ONLY.has(row);
     const add = (label: string, run: Run) => {
-      log(`${label}: ${fmt(run.rps)}/s p50 ${ms(run.p50)} p99 ${ms(run.p99)} cpu ${fmt(run.cpuUsPerRequest)} µs/req rss ${mb(run.rssMb)} failed ${run.non2xx + run.errors}${run.statuses ? ` (statuses ${JSON.stringify(run.statuses)})` : ''}`);
+      log(`${label}: ${fmt(run.rps)}/s p50 ${ms(run.p50)} p99 ${ms(run.p99)} cpu ${fmt(run.cpuUsPerRequest)} µs/req busy ${pct(run.busy.main)} main, ${pct(run.busy.other)} busiest other thread, rss ${mb(run.rssMb)} failed ${run.non2xx + run.errors}${run.statuses ? ` (statuses ${JSON.stringify(run.statuses)})` : ''}`);
       rows.set(label, [...(rows.get(label) ?? []), run]);
     };
     let afterWritesRss: number;
@@ -916,8 +956,8 @@ const bench: Bench = {
     const hello1 = r('hello');
     const stub1 = r('stub');
     const byId = r('byId');
-    const line = (label: string, run: Run, ratio: string, target: string) =>
-      `| ${label} | ${fmt(run.rps)} | ${ms(run.p50)} | ${ms(run.p99)} | ${fmt(run.cpuUsPerRequest)} µs | ${mb(run.rssMb)} | ${run.non2xx + run.errors} | ${ratio} | ${target} |`;
+    const line = (label: string, run: Run, ratio: string, target: string, anchor = false) =>
+      `| ${label} | ${fmt(run.rps)} | ${ms(run.p50)} | ${ms(run.p99)} | ${fmt(run.cpuUsPerRequest)} µs | ${anchor ? pct(run.busy.main) : `${pct(run.busy.main)} / ${pct(run.busy.other)}`} | ${mb(run.rssMb)} | ${run.non2xx + run.errors} | ${ratio} | ${target} |`;
     const x = (a: number, b: number) => `${(a / b).toFixed(2)} ×`;
     const loopStats = summarize(loop?.samples ?? []);
     const inStepStats = summarize(loopInStep?.samples ?? []);
@@ -936,10 +976,10 @@ const bench: Bench = {
         `RPC_TRANSPORT=${process.env.RPC_TRANSPORT ?? 'direct'}); every request carries an enterprise API key (one key per connection), so authentication, the rate limiter and the request meter run on each. ` +
         'Anchors in the same rounds: a bare fastify server answering `{ data: { hello } }`, and fastify whose route makes one grpc-js unary call to a stub server in the same process. Load: autocannon, in the benchmark process on the same two cores.',
       '',
-      '| route | req/s | p50 | p99 | server CPU per request | server RSS | non-2xx + errors | ratio | target |',
-      '|---|---:|---:|---:|---:|---:|---:|---|---|',
-      line('bare fastify hello (anchor)', hello1, '—', ''),
-      line('fastify → grpc-js stub (anchor)', stub1, `${x(stub1.rps, hello1.rps)} hello`, ''),
+      '| route | req/s | p50 | p99 | server CPU per request | threads busy: gateway / services | server RSS | non-2xx + errors | ratio | target |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---|---|',
+      line('bare fastify hello (anchor)', hello1, '—', '', true),
+      line('fastify → grpc-js stub (anchor)', stub1, `${x(stub1.rps, hello1.rps)} hello`, '', true),
       line('`GET /api/issues/{id}`', byId, `${x(byId.rps, stub1.rps)} stub, ${x(byId.rps, hello1.rps)} hello`, '≥ 1.0 × stub; stretch 0.25 × hello'),
       line('`GET /api/agents/ready-work?limit=5` (an agent\'s next work)', r('ready'), `${x(r('ready').rps, byId.rps)} by-id`, ''),
       line('`GET /api/issues?status=ready&limit=200` (200 tasks)', r('page200'), `${x(r('page200').rps, byId.rps)} by-id`, '≥ 0.2 × by-id'),
@@ -947,14 +987,16 @@ const bench: Bench = {
       line('`PATCH /api/issues/{id}` status move', r('patch'), `${x(r('patch').rps, byId.rps)} by-id`, '≥ 0.5 × by-id'),
       line('claim + release, 50 agents (claims/s)', r('claim'), `${x(r('claim').rps, claimRate)} in-process (${fmt(claimRate)} claims/s, stores on disk as the bundle's; ${x(r('claim').rps, claimRateMemory)} the ${fmt(claimRateMemory)}/s with stores in memory)`, '≥ 0.8 × in-process'),
       '',
+      "Threads busy: each thread's CPU time over the row's wall time (from /proc, per thread; medians of the rounds): the gateway's (main) thread, and the services' thread (the busiest of the process's other threads; the rest are V8's collector helpers and libuv's pool, where the flushes run). A thread near 100 % bounds the row's rate: a route can go no faster than the work its busiest thread does per request, whatever the other core does meanwhile. An anchor is one thread.",
+      '',
       'The same rows with the services in the gateway\'s thread (`SERVICES_THREAD=off`: one event loop for everything, as before), measured in the same rounds:',
       '',
-      '| route | req/s | p50 | p99 | server CPU per request | server RSS | non-2xx + errors | two threads ÷ one |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|',
+      '| route | req/s | p50 | p99 | server CPU per request | thread busy | server RSS | non-2xx + errors | two threads ÷ one |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...(['byId', 'page200', 'page50', 'patch', 'claim'] as const).map((k) => {
         const o = r(`${k}:one`);
         const labels = { byId: '`GET /api/issues/{id}`', page200: '200-task page', page50: '50-task page', patch: '`PATCH` status move', claim: 'claim + release (claims/s)' };
-        return `| ${labels[k]} | ${fmt(o.rps)} | ${ms(o.p50)} | ${ms(o.p99)} | ${fmt(o.cpuUsPerRequest)} µs | ${mb(o.rssMb)} | ${o.non2xx + o.errors} | ${(r(k).rps / o.rps).toFixed(2)} × |`;
+        return `| ${labels[k]} | ${fmt(o.rps)} | ${ms(o.p50)} | ${ms(o.p99)} | ${fmt(o.cpuUsPerRequest)} µs | ${pct(o.busy.main)} | ${mb(o.rssMb)} | ${o.non2xx + o.errors} | ${(r(k).rps / o.rps).toFixed(2)} × |`;
       }),
       '',
       `Open loop: ${CONNECTIONS} agents, each sending ${AGENT_RATE} requests/s on a fixed schedule for ${OPEN_LOOP_SECONDS} s (ready work, claim, status post, evidence, move to in-review under the claim; latency from the scheduled send time, so a slow answer delays and counts against the next). ` +
