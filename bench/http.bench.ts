@@ -118,13 +118,18 @@ function folderMb(dir: string): number {
   return bytes / 1024 / 1024;
 }
 
+/** User + system CPU time in a `/proc/.../stat` file (a process's or one thread's), in ms. */
+function statCpuMs(file: string): number {
+  const fields = readFileSync(file, 'utf8').split(') ')[1]!.split(' ');
+  // utime and stime are fields 14 and 15 of the file, in clock ticks (100 per second on Linux).
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
 /** CPU time the process has used (user + system, all threads), in ms. */
 function cpuMs(pid: number | undefined): number {
   if (!pid) return 0;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    // utime and stime are fields 14 and 15 of the file, in clock ticks (100 per second on Linux).
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+    return statCpuMs(`/proc/${pid}/stat`);
   } catch {
     return 0;
   }
@@ -137,8 +142,7 @@ function threadCpuMs(pid: number | undefined): Map<number, number> {
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       try {
-        const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-        out.set(Number(tid), ((Number(fields[11]) + Number(fields[12])) * 1000) / 100);
+        out.set(Number(tid), statCpuMs(`/proc/${pid}/task/${tid}/stat`));
       } catch {
         // The thread ended meanwhile.
       }
