@@ -1,3 +1,4 @@
+import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { create } from '@bufbuild/protobuf';
 import { WorkspaceCustomizationSchema } from '@planning/proto/planning/issues/v1/guidance_pb';
@@ -6,6 +7,7 @@ import { customizationJson } from '../routes/guidance-json.js';
 import { argumentProblemOf, createArgumentValidator } from './arguments.js';
 import { CALL_ORDER, callOrder, CATALOG, listedTools, PORTABLE_NAME, requiredScopes, toolNamed, toolsNamedIn, type Toolset } from './catalog.js';
 import { forMcp, mcpSafeAction, toolMentions } from './next-actions.js';
+import { LEGACY_PROTOCOL_VERSIONS } from './protocol.js';
 import { normalizeAccept, originAllowed } from './route.js';
 import { instructionsFor } from './server.js';
 import { TOOL_HANDLERS } from './tools.js';
@@ -412,5 +414,11 @@ describe('mcp: guidance names tools over MCP', () => {
         expect(toolNamed(named)?.core, `${action} names ${named}`).toBe(true);
       }
     }
+  });
+});
+
+describe('protocol revisions', () => {
+  it('names the session-era revisions the SDK serves, without loading it (protocol.ts)', () => {
+    expect(LEGACY_PROTOCOL_VERSIONS).toEqual([...SUPPORTED_PROTOCOL_VERSIONS]);
   });
 });

@@ -1,9 +1,3 @@
-import {
-  createMcpHandler,
-  isLegacyRequest,
-  WebStandardStreamableHTTPServerTransport,
-  type McpHttpHandler,
-} from '@modelcontextprotocol/server';
 import { ServiceError } from '@planning/errors';
 import { mcpOutcomeOf, mcpRequestInfo, withMcpSpan } from '@planning/telemetry';
 import { Ajv } from 'ajv';
@@ -13,8 +7,9 @@ import type { GatewayDeps } from '../deps.js';
 import { insufficientScopeChallenge, unauthorizedChallenge } from '../oauth/resource-metadata.js';
 import { isLoopbackHost } from '../oauth/site.js';
 import { NAME_STYLES, requiredScopes, toolNamed, wireName, type NameStyle, type Toolset, type ToolView } from './catalog.js';
+import type { McpEngine } from './engine.js';
 import { MCP_PATH, PROTOCOL_VERSIONS } from './protocol.js';
-import { authInfoFor, createServerFactory, type McpCallState } from './server.js';
+import type { McpCallState } from './server.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -119,24 +114,6 @@ export const MCP_BODY_LIMIT = 1024 * 1024;
 const queryAjv = new Ajv({ coerceTypes: 'array', useDefaults: true, allErrors: false, strict: false });
 
 /**
- * The SDK prints a notice to the console whenever a handler answers in JSON (mid-call
- * notifications are dropped; this endpoint sends none). JSON is the documented choice here, so
- * that one line is kept out of the service's structured logs; every other warning passes.
- */
-function withoutJsonModeNotice<T>(create: () => T): T {
-  const warn = console.warn;
-  console.warn = (...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops mid-call notifications")) return;
-    warn(...args);
-  };
-  try {
-    return create();
-  } finally {
-    console.warn = warn;
-  }
-}
-
-/**
  * `POST /api/mcp`: the remote MCP endpoint (Streamable HTTP, JSON responses, stateless) for
  * agent tokens. The `Origin` is checked first (before authentication; listed browser origins get
  * CORS, with an `OPTIONS` preflight); the gateway then authenticates, rate-limits and meters the
@@ -146,9 +123,16 @@ function withoutJsonModeNotice<T>(create: () => T): T {
  * handshake) to a per-request stateless transport. Both serve the same tools from one factory.
  */
 export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
-  const factory = createServerFactory(deps, app.log);
-  const onerror = (error: Error) => app.log.debug({ err: error }, 'mcp request rejected');
-  const modern: McpHttpHandler = withoutJsonModeNotice(() => createMcpHandler((ctx) => factory(ctx), { legacy: 'reject', responseMode: 'json', onerror }));
+  // The SDK's half (engine.ts) is loaded on the first POST: a gateway without MCP traffic never holds it.
+  let engine: Promise<McpEngine> | undefined;
+  const engineOf = (): Promise<McpEngine> =>
+    (engine ??= import('./engine.js').then(
+      (m) => m.createMcpEngine(deps, app.log),
+      (err: unknown) => {
+        engine = undefined; // the next request tries again
+        throw err;
+      },
+    ));
   const allowedOrigins = deps.settings.MCP_ALLOWED_ORIGINS;
   /**
    * The Origin check (DNS-rebinding defence), run before authentication and so before the rate
@@ -165,23 +149,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
     if (origin !== undefined) allowOrigin(reply, origin);
   };
   app.addHook('onClose', async () => {
-    await modern.close();
+    if (engine) await (await engine).close();
   });
-
-  const serveLegacy = async (webRequest: Request, state: McpCallState, parsed: { ok: boolean; value: unknown }): Promise<Response> => {
-    const authInfo = authInfoFor(state);
-    const server = factory({ authInfo });
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    await server.connect(transport);
-    try {
-      const response = await transport.handleRequest(webRequest, { authInfo, ...(parsed.ok ? { parsedBody: parsed.value } : {}) });
-      // Read the body before the transport closes.
-      return new Response(await response.text(), { status: response.status, headers: response.headers });
-    } finally {
-      await transport.close().catch(() => undefined);
-      await server.close().catch(() => undefined);
-    }
-  };
 
   await app.register(async (scope) => {
     // The body reaches the SDK as sent: malformed JSON is a JSON-RPC parse error, not a REST 400.
@@ -285,7 +254,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
         }
         const state: McpCallState = { principal: request.principal, view };
         const webRequest = webRequestOf(request, raw);
-        const legacy = await isLegacyRequest(webRequest, parsed.ok ? parsed.value : undefined);
+        const mcp = await engineOf();
+        const legacy = await mcp.isLegacy(webRequest, parsed.ok ? parsed.value : undefined);
         if (!legacy && message?.method === 'subscriptions/listen') {
           // A listen stream is server-initiated traffic over SSE: this endpoint has none (tools never change).
           const id = (message as { id?: unknown }).id;
@@ -295,9 +265,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: GatewayDeps): Promis
             .send(JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code: -32601, message: 'Method not found: this endpoint has no server-initiated streams' } }));
         }
         const serve = async (): Promise<{ response: Response; body: string }> => {
-          const response = legacy
-            ? await serveLegacy(webRequest, state, parsed)
-            : await modern.fetch(webRequest, { authInfo: authInfoFor(state), ...(parsed.ok ? { parsedBody: parsed.value } : {}) });
+          const response = await mcp.serve(webRequest, state, legacy, parsed);
           return { response, body: await response.text() };
         };
         // Each message in an MCP span (method, tool, outcome) and the mcp.server.operation.duration histogram.
