@@ -3,7 +3,7 @@
  * string, MongoDB refuses), `$setOnInsert`, `_id` immutability and upsert seeding. The operators
  * themselves are applied by mingo's updater.
  */
-import { update as mingoUpdate } from 'mingo';
+import { update as mingoUpdate } from 'mingo/updater';
 import { $addToSet, $inc, $max, $min, $pull, $push, $set, $unset } from 'mingo/operators/update';
 import type { Filter, Update } from '../port.js';
 import { assertFilter } from './filter.js';
