@@ -615,6 +615,8 @@ async function bundleEnv(port: number, adminPassword: string, servicesThread: 'o
 
 /** Seconds after `/ready` of the second idle reading: each thread's start-up compaction has run by then (after six quiet seconds). */
 const QUIET_SECONDS = Number(process.env.HTTP_BENCH_QUIET_SECONDS ?? 12);
+/** Starts of each layout whose idle RSS is read (the median is reported); quick runs read one. */
+const IDLE_STARTS = QUICK ? 1 : 3;
 
 interface HeapReading {
   rssMb: number;
@@ -816,14 +818,29 @@ const bench: Bench = {
       const profile = [...(BUNDLE_NODE_FLAGS as string[]), ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${layout}`] : [])];
       if (process.env.HTTP_BENCH_NODE_ARGS) profile.push(...process.env.HTTP_BENCH_NODE_ARGS.split(' '));
       const proc = await spawnNode([...profile, join(ROOT, 'dist/main.mjs')], env, port, '/ready');
+      const { idle, quiet } = await idleReadings(proc, layout);
+      return { proc, idle, quiet, dataDir: env.DATA_DIR, metricsPort: env.METRICS_PORT, f: await seed(proc.url, adminPassword, log, loopTasks) };
+    };
+    /** RSS 3 s after `/ready`, and again once the process has been quiet long enough for its start-up compaction (each thread collects once after six quiet seconds: libs/runtime/src/quiet-compaction.ts). */
+    const idleReadings = async (proc: Proc, layout: 'on' | 'off') => {
       await new Promise((r) => setTimeout(r, 3_000));
       const idle = rssMb(proc.child.pid);
-      // Again once the process has been quiet long enough for its start-up compaction (each thread
-      // collects once after six quiet seconds: libs/runtime/src/quiet-compaction.ts).
       await new Promise((r) => setTimeout(r, (QUIET_SECONDS - 3) * 1000));
       const quiet = rssMb(proc.child.pid);
       log(`SERVICES_THREAD=${layout}: idle RSS ${idle.toFixed(0)} MB 3 s after start, ${quiet.toFixed(0)} MB after ${QUIET_SECONDS} s`);
-      return { proc, idle, quiet, dataDir: env.DATA_DIR, metricsPort: env.METRICS_PORT, f: await seed(proc.url, adminPassword, log, loopTasks) };
+      return { idle, quiet };
+    };
+    /** A start of the bundle only to read its idle RSS (the idle figures are medians over IDLE_STARTS starts per layout, alternated). */
+    const idleStart = async (layout: 'on' | 'off') => {
+      const port = await getFreePort();
+      const dataDir = mkdtempSync(join(tmpdir(), `planning-bench-idle-${layout}-`));
+      const proc = await spawnNode([...(BUNDLE_NODE_FLAGS as string[]), join(ROOT, 'dist/main.mjs')], { ...(await bundleEnv(port, adminPassword, layout)), DATA_DIR: dataDir }, port, '/ready');
+      try {
+        return await idleReadings(proc, layout);
+      } finally {
+        await proc.stop();
+        rmSync(dataDir, { recursive: true, force: true });
+      }
     };
     const rows = new Map<string, Run[]>();
     const want = (row: string) => ONLY.size === 0 || ONLY.has(row);
@@ -946,10 +963,16 @@ const bench: Bench = {
       await hello.stop();
       await stub.stop();
     }
-    const idleRss = two.idle;
-    const idleRssOne = one.idle;
-    const quietRss = two.quiet;
-    const quietRssOne = one.quiet;
+    // More starts only to read the idle RSS (one reading swings by a few MB from start to start):
+    // each layout's figure is the median of IDLE_STARTS starts, alternated, the above included.
+    const idleRuns = { on: [{ idle: two.idle, quiet: two.quiet }], off: [{ idle: one.idle, quiet: one.quiet }] };
+    for (let i = 1; i < IDLE_STARTS; i++) for (const layout of ['on', 'off'] as const) idleRuns[layout].push(await idleStart(layout));
+    const medianOf = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+    const idleRss = medianOf(idleRuns.on.map((x) => x.idle));
+    const idleRssOne = medianOf(idleRuns.off.map((x) => x.idle));
+    const quietRss = medianOf(idleRuns.on.map((x) => x.quiet));
+    const quietRssOne = medianOf(idleRuns.off.map((x) => x.quiet));
+    const starts = (layout: 'on' | 'off') => idleRuns[layout].map((x) => mb(x.quiet)).join(', ');
 
     const distributed = await distributedPhase(log);
     const { oneGateway, twoGateways, failure: distributedFailure } = distributed;
@@ -1012,7 +1035,7 @@ const bench: Bench = {
         "Each write is answered once its commit is flushed (`fdatasync` on libuv's thread pool; the commits of one request go to up to three stores, one after another, and the audit records of its events to a fourth). How many flushes that makes depends on the disk: commits that arrive while a flush runs share the next one, so with flushes of about 0.5 ms at the median the services' thread flushed a store's log about 700 times a second at this load (3.5 a request), and when this machine's shared disk answered in 5 to 12 ms on average (later the same day) 0.6 to 0.9 times a request, and every write waited that long. Starting a flush, a call that only hands the job to a pool thread, took over 0.5 ms in about 3 % of the calls and up to 16 ms, and so did `postMessage` between the two threads (up to 15 ms); in a small program alone on this machine the same calls took 0.04 ms at the median and 7 to 18 ms at the most. " +
         "Besides, the services' thread collects its young generation (3 to 8 ms each, a few times a second) and a busy stretch runs 15 to 60 ms now and then. Run alternately with the flushes made no-ops (not durable, for comparison only), the mixed run's p50 fell from 8 to 9 ms to 3 to 5 ms, and its p99 was 30 and 75 ms against 79 and 97 ms: the flushes add latency to every write, and the p99 varies from run to run by more than the flushes' share.",
       '',
-      `Memory: idle RSS of the bundle ${QUIET_SECONDS} s after start, once each thread's start-up compaction has run (one full collection after six quiet seconds, which lets V8 shrink a new space grown while the modules loaded), **${mb(quietRss)}** with the services' thread, ${mb(quietRssOne)} with one thread (target ≤ 120 MB); 3 s after start, before it, ${mb(idleRss)} and ${mb(idleRssOne)}; after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}); the event consumers by then (from the bundle's /metrics): ${lagNote}.`,
+      `Memory: idle RSS of the bundle ${QUIET_SECONDS} s after start, once each thread's start-up compaction has run (one full collection after six quiet seconds, which lets V8 shrink a new space grown while the modules loaded), medians of ${IDLE_STARTS} starts per layout, alternated: **${mb(quietRss)}** with the services' thread (${starts('on')}), ${mb(quietRssOne)} with one thread (${starts('off')}) (target ≤ 120 MB); 3 s after start, before it, ${mb(idleRss)} and ${mb(idleRssOne)}; after ${fmt(WRITES)} more writes (status moves, ${heapNote}) and 5 s to settle ${mb(afterWritesRss)}, with ${mb(dataMb)} of data on disk (target: within 2 × idle plus the data's own size: ${mb(2 * idleRss + dataMb)}); the event consumers by then (from the bundle's /metrics): ${lagNote}.`,
       '',
       (heaps
         ? `Where the idle memory is (a copy of the bundle started for this with bench/heap-probe.mjs, the same layout): 3 s after start, RSS ${mb(heaps.start.rssMb)}: ${describeHeaps(heaps.start)}. ` +
