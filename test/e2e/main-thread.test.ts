@@ -165,12 +165,17 @@ describe('the gateway’s thread beside the services’ thread', () => {
     expect(grpc(loaded.main)).toEqual([]);
   });
 
-  it('neither thread loads what it has not used: the MCP SDK until the first MCP request, mingo beyond its query and update operators', () => {
+  it('neither thread loads what it has not used: the MCP SDK until the first MCP request, OTLP exporters unless configured, mingo beyond its query and update operators', () => {
     const matching = (files: Set<string>, pattern: RegExp) => [...files].filter((f) => pattern.test(f));
     // mcp/engine.ts, imported by the route on the endpoint's first POST (none was made here).
     expect(matching(loaded.main, /@modelcontextprotocol\//)).toEqual([]);
     expect(loaded.main.has('services/gateway/src/mcp/route.ts')).toBe(true);
     expect(loaded.main.has('services/gateway/src/mcp/engine.ts')).toBe(false);
+    // No OTLP exporter is configured here: libs/telemetry/src/otlp-exporters.ts is loaded only when one is.
+    for (const thread of ['main', 'worker'] as const) {
+      expect(matching(loaded[thread], /@opentelemetry\/(exporter-(trace|metrics)-otlp|otlp-)/), thread).toEqual([]);
+      expect(matching(loaded[thread], /@opentelemetry\/sdk-trace\//).length, thread).toBeGreaterThan(0);
+    }
     // The store's filters and updates (libs/store/src/document): mingo's query operators and updater, not its index.
     for (const thread of ['main', 'worker'] as const) {
       expect(matching(loaded[thread], /\/mingo\/cjs\/operators\/query\//).length, thread).toBeGreaterThan(0);

@@ -4,13 +4,7 @@ import { hostname } from 'node:os';
 import { context, diag, DiagConsoleLogger, metrics, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, diagLogLevelFromString, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPMetricExporter as OTLPMetricExporterGrpc } from '@opentelemetry/exporter-metrics-otlp-grpc';
-import { OTLPMetricExporter as OTLPMetricExporterJson } from '@opentelemetry/exporter-metrics-otlp-http';
-import { OTLPMetricExporter as OTLPMetricExporterProto } from '@opentelemetry/exporter-metrics-otlp-proto';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
-import { OTLPTraceExporter as OTLPTraceExporterGrpc } from '@opentelemetry/exporter-trace-otlp-grpc';
-import { OTLPTraceExporter as OTLPTraceExporterJson } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as OTLPTraceExporterProto } from '@opentelemetry/exporter-trace-otlp-proto';
 import { defaultResource, detectResources, envDetector, resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import {
   ConsoleMetricExporter,
@@ -39,6 +33,7 @@ import {
   ATTR_SERVICE_VERSION,
 } from '@opentelemetry/semantic-conventions';
 import product from '../../../package.json' with { type: 'json' };
+import { LazyExporter } from './lazy-exporter.js';
 import { PullMetricReader, WorkerMetricsProducer, inWorkerThread, mergeScopeMetrics, serveWorkerMetrics } from './metrics-bridge.js';
 import {
   resolveDeploymentEnvironment,
@@ -91,18 +86,15 @@ export type { TraceExportSettings, MetricExportSettings, OtlpProtocol } from './
 
 const SHUTDOWN_TIMEOUT_MS = 5_000;
 
+// The OTLP exporters load only when configured (otlp-exporters.ts); until then a stand-in takes the calls.
+const otlpExporters = () => import('./otlp-exporters.js');
+
 function traceExporter(target: OtlpTarget): SpanExporter {
-  const config = target.url ? { url: target.url } : {};
-  if (target.protocol === 'grpc') return new OTLPTraceExporterGrpc(config);
-  if (target.protocol === 'http/json') return new OTLPTraceExporterJson(config);
-  return new OTLPTraceExporterProto(config);
+  return new LazyExporter(async () => (await otlpExporters()).traceExporter(target));
 }
 
 function metricExporter(target: OtlpTarget): PushMetricExporter {
-  const config = target.url ? { url: target.url } : {};
-  if (target.protocol === 'grpc') return new OTLPMetricExporterGrpc(config);
-  if (target.protocol === 'http/json') return new OTLPMetricExporterJson(config);
-  return new OTLPMetricExporterProto(config);
+  return new LazyExporter(async () => (await otlpExporters()).metricExporter(target));
 }
 
 /**
