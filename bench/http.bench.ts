@@ -201,12 +201,14 @@ async function load(url: string, pid: number | undefined, options: Pick<Autocann
   }
 }
 
+/** The middle value (the upper one of an even count; 0 for none). */
+function mid(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? 0;
+}
+
 /** Medians of the rounds (rate, p50, p99), the sums of failures and the peak RSS. */
 function median(runs: Run[]): Run {
-  const mid = (xs: number[]) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.floor(s.length / 2)] ?? 0;
-  };
   return {
     rps: mid(runs.map((r) => r.rps)),
     p50: mid(runs.map((r) => r.p50)),
@@ -803,8 +805,8 @@ const bench: Bench = {
     const hello = await spawnNode([join(ROOT, 'bench/anchors/hello.mjs'), String(helloPort)], {}, helloPort, '/hello');
     const stub = await spawnNode([join(ROOT, 'bench/anchors/grpc-stub.mjs'), String(stubPort)], {}, stubPort, '/stub/warm');
     const adminPassword = `pw-${randomBytes(12).toString('hex')}`;
-    /** The bundle with a layout (SERVICES_THREAD), seeded with its own workspace. */
-    const startApp = async (layout: 'on' | 'off', loopTasks: boolean) => {
+    /** The bundle with a layout (SERVICES_THREAD), on loopback ports and a data folder of its own, as `pnpm start` and the image start it (scripts/node-flags.mjs). */
+    const launch = async (layout: 'on' | 'off', nodeArgs: string[] = []) => {
       const port = await getFreePort();
       const env = {
         ...(await bundleEnv(port, adminPassword, layout)),
@@ -814,12 +816,16 @@ const bench: Bench = {
         DATA_DIR: mkdtempSync(join(tmpdir(), `planning-bench-${layout}-`)),
         ...(process.env.RPC_TRANSPORT ? { RPC_TRANSPORT: process.env.RPC_TRANSPORT } : {}),
       };
-      // Started as `pnpm start` and the image start it (scripts/node-flags.mjs).
-      const profile = [...(BUNDLE_NODE_FLAGS as string[]), ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${layout}`] : [])];
-      if (process.env.HTTP_BENCH_NODE_ARGS) profile.push(...process.env.HTTP_BENCH_NODE_ARGS.split(' '));
-      const proc = await spawnNode([...profile, join(ROOT, 'dist/main.mjs')], env, port, '/ready');
+      const proc = await spawnNode([...(BUNDLE_NODE_FLAGS as string[]), ...nodeArgs, join(ROOT, 'dist/main.mjs')], env, port, '/ready');
+      return { proc, dataDir: env.DATA_DIR, metricsPort: env.METRICS_PORT };
+    };
+    /** The bundle the rows load, seeded with its own workspace. */
+    const startApp = async (layout: 'on' | 'off', loopTasks: boolean) => {
+      const nodeArgs = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${layout}`] : [];
+      if (process.env.HTTP_BENCH_NODE_ARGS) nodeArgs.push(...process.env.HTTP_BENCH_NODE_ARGS.split(' '));
+      const { proc, dataDir, metricsPort } = await launch(layout, nodeArgs);
       const { idle, quiet } = await idleReadings(proc, layout);
-      return { proc, idle, quiet, dataDir: env.DATA_DIR, metricsPort: env.METRICS_PORT, f: await seed(proc.url, adminPassword, log, loopTasks) };
+      return { proc, idle, quiet, dataDir, metricsPort, f: await seed(proc.url, adminPassword, log, loopTasks) };
     };
     /** RSS 3 s after `/ready`, and again once the process has been quiet long enough for its start-up compaction (each thread collects once after six quiet seconds: libs/runtime/src/quiet-compaction.ts). */
     const idleReadings = async (proc: Proc, layout: 'on' | 'off') => {
@@ -832,9 +838,7 @@ const bench: Bench = {
     };
     /** A start of the bundle only to read its idle RSS (the idle figures are medians over IDLE_STARTS starts per layout, alternated). */
     const idleStart = async (layout: 'on' | 'off') => {
-      const port = await getFreePort();
-      const dataDir = mkdtempSync(join(tmpdir(), `planning-bench-idle-${layout}-`));
-      const proc = await spawnNode([...(BUNDLE_NODE_FLAGS as string[]), join(ROOT, 'dist/main.mjs')], { ...(await bundleEnv(port, adminPassword, layout)), DATA_DIR: dataDir }, port, '/ready');
+      const { proc, dataDir } = await launch(layout);
       try {
         return await idleReadings(proc, layout);
       } finally {
@@ -967,11 +971,10 @@ const bench: Bench = {
     // each layout's figure is the median of IDLE_STARTS starts, alternated, the above included.
     const idleRuns = { on: [{ idle: two.idle, quiet: two.quiet }], off: [{ idle: one.idle, quiet: one.quiet }] };
     for (let i = 1; i < IDLE_STARTS; i++) for (const layout of ['on', 'off'] as const) idleRuns[layout].push(await idleStart(layout));
-    const medianOf = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
-    const idleRss = medianOf(idleRuns.on.map((x) => x.idle));
-    const idleRssOne = medianOf(idleRuns.off.map((x) => x.idle));
-    const quietRss = medianOf(idleRuns.on.map((x) => x.quiet));
-    const quietRssOne = medianOf(idleRuns.off.map((x) => x.quiet));
+    const idleRss = mid(idleRuns.on.map((x) => x.idle));
+    const idleRssOne = mid(idleRuns.off.map((x) => x.idle));
+    const quietRss = mid(idleRuns.on.map((x) => x.quiet));
+    const quietRssOne = mid(idleRuns.off.map((x) => x.quiet));
     const starts = (layout: 'on' | 'off') => idleRuns[layout].map((x) => mb(x.quiet)).join(', ');
 
     const distributed = await distributedPhase(log);

@@ -1933,10 +1933,6 @@ class SqliteStore implements SqliteDocumentStore {
   // ---- expiry ------------------------------------------------------------------------------
 
   /**
-   * Deletes up to SWEEP_LIMIT expired documents in one SQLite transaction, synchronously (before
-   * the returned promise is even looked at); the promise resolves once that is on disk.
-   */
-  /**
    * A sweep started by a timer. Started in a promise: whatever fails, even before the sweep's
    * first await (the clock, say), is reported and never escapes the timer as an uncaught
    * exception. Expiry is housekeeping: a failed sweep runs again on the next tick.
@@ -1950,6 +1946,10 @@ class SqliteStore implements SqliteDocumentStore {
       });
   }
 
+  /**
+   * Deletes up to SWEEP_LIMIT expired documents in one SQLite transaction, synchronously (before
+   * the returned promise is even looked at); the promise resolves once that is on disk.
+   */
   sweepExpired(): Promise<number> {
     const now = this.clock().getTime();
     return this.write(() => {
