@@ -23,6 +23,7 @@ import {
   type Target,
 } from '@planning/runtime';
 import { httpModule } from '@planning/runtime/http';
+import { SERVICES_THREAD_ROOTS } from './services-thread-roots.js';
 
 /** In definition order: infrastructure first, then the services, the gateway, then the demo data. */
 export const MODULES: readonly AnyModuleDefinition[] = [
@@ -74,12 +75,18 @@ const SERVICES_THREAD_LIMITS = { maxYoungGenerationSizeMb: 48 };
 export function mainThreadPlan(
   config: ProcessConfig,
   worker: { entry: URL; execArgv?: string[] },
+  /** Every module's parsed settings: the services thread is handed its modules'. */
+  settings: ReadonlyMap<string, unknown>,
 ): { definitions: readonly AnyModuleDefinition[]; roots: string[] } {
   if (!usesServicesThread(config)) return { definitions: MODULES, roots: rootsOf(config.target) };
   return {
     definitions: [
       metricsModule,
-      createServicesThreadModule(worker.entry, { ...(worker.execArgv ? { execArgv: worker.execArgv } : {}), resourceLimits: SERVICES_THREAD_LIMITS }),
+      createServicesThreadModule(worker.entry, {
+        settings: new Map([...settings].filter(([name]) => (SERVICES_THREAD_ROOTS as readonly string[]).includes(name))),
+        ...(worker.execArgv ? { execArgv: worker.execArgv } : {}),
+        resourceLimits: SERVICES_THREAD_LIMITS,
+      }),
       threadBusModule,
       threadClientsModule,
       httpModule,

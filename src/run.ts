@@ -3,14 +3,12 @@ import {
   compactWhenQuiet,
   configureFailpoints,
   createRuntime,
-  describeProcessConfig,
   importLegacyDataDir,
   IN_MEMORY,
-  loadModuleSettings,
-  loadProcessConfig,
   servicesOf,
   type RuntimeLogger,
 } from '@planning/runtime';
+import { describeProcessConfig, loadModuleSettings, loadProcessConfig } from '@planning/runtime/config';
 import { createLogger, type Telemetry } from '@planning/telemetry';
 import { bannerFactsOf, consoleLogLevel, explainStartFailure, printBanner, stopSignals } from './first-run.js';
 import { MODULES, mainThreadPlan, modulesFor } from './modules.js';
@@ -72,7 +70,7 @@ export async function run(options: RunOptions): Promise<void> {
       config.dataDir === IN_MEMORY ? 'embedded store in memory: nothing is kept after exit' : `embedded store keeps its data in ${config.dataDir}`,
     );
   }
-  const plan = mainThreadPlan(config, options.worker);
+  const plan = mainThreadPlan(config, options.worker, settings.settings);
   const runtime = createRuntime({
     definitions: plan.definitions,
     target: config.target,

@@ -3,17 +3,19 @@
  * infrastructure, and the port to the gateway's thread. Kept apart from modules.ts so the worker
  * loads no gateway code, except the gateway's response views: pure mappers with no run-time
  * imports, which this thread runs to render large answers where they are made (thread-port.ts).
+ * The services come without their settings' schemas: the main thread parses the settings and
+ * hands them over (services-worker.ts), so this thread never loads zod.
  */
 import type { MessagePort } from 'node:worker_threads';
-import { agentsClaimsModule } from '@planning/agents-claims';
+import { agentsClaimsModuleCore } from '@planning/agents-claims/definition-core';
 import { auditModule } from '@planning/audit';
-import { importsExportsModule } from '@planning/imports-exports';
+import { importsExportsModuleCore } from '@planning/imports-exports/definition-core';
 import { GATEWAY_VIEWS } from '@planning/gateway/views';
-import { issuesModule } from '@planning/issues';
+import { issuesModuleCore } from '@planning/issues/definition-core';
 import { busModule, createThreadPortModule, rpcClientsModule, rpcServerModule, type AnyModuleDefinition } from '@planning/runtime';
 
-export const SERVICES_THREAD_ROOTS = ['issues', 'agents-claims', 'imports-exports', 'audit'] as const;
+export { SERVICES_THREAD_ROOTS } from './services-thread-roots.js';
 
 export function servicesThreadModules(port: MessagePort, onListening: (grpcAddress: string) => void): AnyModuleDefinition[] {
-  return [busModule, rpcServerModule, rpcClientsModule, issuesModule, agentsClaimsModule, importsExportsModule, auditModule, createThreadPortModule(port, onListening, GATEWAY_VIEWS)];
+  return [busModule, rpcServerModule, rpcClientsModule, issuesModuleCore, agentsClaimsModuleCore, importsExportsModuleCore, auditModule, createThreadPortModule(port, onListening, GATEWAY_VIEWS)];
 }

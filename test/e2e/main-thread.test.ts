@@ -20,7 +20,7 @@ import { ROOT, ServiceProcess } from '../support/service-process.js';
 const SERVICES = ['issues', 'agents-claims', 'imports-exports', 'audit'];
 /** The files of a service the gateway's thread may hold: its definition, settings and the demo seeding. */
 const LIGHT = new Set([
-  ...SERVICES.flatMap((s) => [`services/${s}/src/index.ts`, `services/${s}/src/definition.ts`, `services/${s}/src/config.ts`]),
+  ...SERVICES.flatMap((s) => [`services/${s}/src/index.ts`, `services/${s}/src/definition.ts`, `services/${s}/src/definition-core.ts`, `services/${s}/src/config.ts`]),
   'services/issues/src/demo/module.ts',
   'services/issues/src/demo/seed.ts',
 ]);
@@ -157,6 +157,15 @@ describe('the gateway’s thread beside the services’ thread', () => {
     expect(loaded.main.has('libs/runtime/src/http.ts')).toBe(true);
     expect(loaded.worker.has('libs/runtime/src/http.ts')).toBe(false);
     expect([...loaded.worker].filter((f) => /\/fastify\/|\/@fastify\//.test(f))).toEqual([]);
+  });
+
+  it('services’ thread: no zod (the main thread parses every setting and hands the services theirs)', () => {
+    // The environment is read once, in the main thread, with the schemas (libs/config: zod) of the
+    // process and of every module; the worker gets the parsed values (services-worker.ts).
+    expect(loaded.main.has('libs/config/src/index.ts')).toBe(true);
+    expect([...loaded.main].filter((f) => /\/zod\//.test(f)).length).toBeGreaterThan(0);
+    expect([...loaded.worker].filter((f) => /\/zod\/|^libs\/config\/|^services\/[^/]+\/src\/config\.ts$|^libs\/runtime\/src\/(process-env|module-settings)\.ts$/.test(f))).toEqual([]);
+    for (const service of ['issues', 'agents-claims', 'imports-exports']) expect(loaded.worker.has(`services/${service}/src/definition-core.ts`), service).toBe(true);
   });
 
   it('main thread: no grpc-js (its calls cross the MessagePort; the gRPC server runs in the services’ thread)', () => {

@@ -1,9 +1,11 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createHttpApp } from './http.js';
-import { defaultDataDir, loadProcessConfig, type ProcessConfig } from './process-config.js';
+import { defaultDataDir, type ProcessConfig } from './process-config.js';
+import { loadProcessConfig } from './process-env.js';
+import { loadModuleSettings } from './module-settings.js';
 import { lazyModule, resolveModules, type ModuleDefinition, type RuntimeLogger } from './registry.js';
-import { createRuntime, loadModuleSettings } from './runtime.js';
+import { createRuntime } from './runtime.js';
 import { openServiceStore } from './infra.js';
 import { configureFailpoints, failpoint, FailpointError } from './failpoints.js';
 import { env } from '@planning/config';

@@ -1,4 +1,3 @@
-import { loadEnv, type ConfigProblem } from '@planning/config';
 import type { ProcessConfig } from './process-config.js';
 import {
   resolveModules,
@@ -18,7 +17,7 @@ export interface RuntimeOptions {
   /** The modules the target asks for; their dependencies are added. */
   roots: readonly string[];
   config: ProcessConfig;
-  /** Each module's parsed settings (see `loadModuleSettings`). */
+  /** Each module's parsed settings (`loadModuleSettings`, in `@planning/runtime/config`). */
   settings: ReadonlyMap<string, unknown>;
   logger: RuntimeLogger;
 }
@@ -39,41 +38,6 @@ interface Entry {
   def: AnyModuleDefinition;
   state: ModuleState;
   handle?: ModuleHandle<unknown>;
-}
-
-/**
- * Parses the settings of every module in `names` from `source`. Returns all problems of all
- * modules together, so an operator fixes the configuration in one pass.
- */
-export function loadModuleSettings(
-  definitions: readonly AnyModuleDefinition[],
-  names: readonly string[],
-  config: ProcessConfig,
-  source: NodeJS.ProcessEnv,
-): { ok: true; settings: Map<string, unknown> } | { ok: false; problems: ConfigProblem[] } {
-  const settings = new Map<string, unknown>();
-  const problems: ConfigProblem[] = [];
-  for (const name of names) {
-    const def = definitions.find((d) => d.name === name);
-    if (!def?.settings) continue;
-    const result = loadEnv(def.settings, source);
-    if (!result.ok) {
-      problems.push(...result.problems);
-      continue;
-    }
-    const extra = def.validate?.(result.value, config) ?? [];
-    problems.push(...extra);
-    settings.set(name, result.value);
-  }
-  // Two modules may share a variable: report each problem once.
-  const seen = new Set<string>();
-  const unique = problems.filter((p) => {
-    const key = `${p.variable}\u0000${p.message}`;
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
-  return unique.length > 0 ? { ok: false, problems: unique } : { ok: true, settings };
 }
 
 export function createRuntime(options: RuntimeOptions): Runtime {

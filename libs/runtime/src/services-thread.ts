@@ -18,6 +18,11 @@ import { createThreadPortClient, serveThreadPort, type ThreadPortClient } from '
 /** What the main thread hands the services' worker. */
 export interface ServicesThreadData {
   config: ProcessConfig;
+  /**
+   * The settings of the modules the worker runs, parsed and checked here: the worker does not
+   * read its environment again (nor load the schemas, zod's, that read it).
+   */
+  settings: Record<string, unknown>;
   port: MessagePort;
   /** The main thread's log level (on a terminal it can differ from LOG_LEVEL: see first-run). */
   logLevel: string;
@@ -37,7 +42,7 @@ export interface ServicesThreadExports {
  */
 export function createServicesThreadModule(
   entry: URL,
-  options: { execArgv?: string[]; resourceLimits?: ResourceLimits } = {},
+  options: { settings: ReadonlyMap<string, unknown>; execArgv?: string[]; resourceLimits?: ResourceLimits },
 ): ModuleDefinition<undefined, ServicesThreadExports> {
   return {
     name: 'services-thread',
@@ -47,6 +52,7 @@ export function createServicesThreadModule(
       const logLevel = (ctx.logger as { level?: unknown }).level;
       const data: ServicesThreadData = {
         config: ctx.config,
+        settings: Object.fromEntries(options.settings),
         port: channel.port2,
         logLevel: typeof logLevel === 'string' ? logLevel : ctx.config.LOG_LEVEL,
       };

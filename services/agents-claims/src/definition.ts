@@ -3,10 +3,8 @@
  * implementation (module.ts: claims core, stores, sweeper, RPC service) is loaded when a runtime
  * starts the module, in the thread that runs it.
  */
-import { lazyModule } from '@planning/runtime';
+import type { ModuleDefinition } from '@planning/runtime';
 import { agentsClaimsSettings, type AgentsClaimsSettings } from './config.js';
+import { agentsClaimsModuleCore } from './definition-core.js';
 
-export const agentsClaimsModule = lazyModule<AgentsClaimsSettings>(
-  { name: 'agents-claims', deps: ['bus', 'rpc-server', 'rpc-clients'], settings: agentsClaimsSettings },
-  async () => (await import('./module.js')).agentsClaimsImplementation,
-);
+export const agentsClaimsModule: ModuleDefinition<AgentsClaimsSettings> = { ...agentsClaimsModuleCore, settings: agentsClaimsSettings };

@@ -3,10 +3,8 @@
  * implementation (module.ts: stores, repositories, RPC services) is loaded when a runtime starts
  * the module, in the thread that runs it.
  */
-import { lazyModule } from '@planning/runtime';
+import type { ModuleDefinition } from '@planning/runtime';
 import { issuesSettings, type IssuesSettings } from './config.js';
+import { issuesModuleCore } from './definition-core.js';
 
-export const issuesModule = lazyModule<IssuesSettings>(
-  { name: 'issues', deps: ['bus', 'rpc-server', 'rpc-clients'], settings: issuesSettings },
-  async () => (await import('./module.js')).issuesImplementation,
-);
+export const issuesModule: ModuleDefinition<IssuesSettings> = { ...issuesModuleCore, settings: issuesSettings };
