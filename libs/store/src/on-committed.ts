@@ -7,6 +7,8 @@ export type StoreWarn = (details: Record<string, unknown>, message: string) => v
  * (libs/runtime openServiceStore), so the line is JSON with the service named.
  */
 export function warnOf(warn: StoreWarn | undefined): StoreWarn {
+  // Refused when the store is made, not when it first has something to report.
+  if (warn !== undefined && typeof warn !== 'function') throw new TypeError('warn must be a function');
   return warn ?? ((details, message) => process.emitWarning(`store: ${message}${details.error ? `: ${String(details.error)}` : ''}`));
 }
 

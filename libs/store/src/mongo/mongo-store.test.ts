@@ -24,6 +24,15 @@ describe.runIf(!!uri)('mongodb adapter against a live server', () => {
   });
 });
 
+describe('mongodb adapter: options', () => {
+  // The client does not connect until the first operation: these need no server.
+  it('refuses a warn that is not a function, a missing uri or database, when the store is made', () => {
+    expect(() => createMongoStore({ uri: 'mongodb://127.0.0.1:1', database: 'x', warn: 'log' as never })).toThrow(/warn must be a function/);
+    expect(() => createMongoStore({ uri: '', database: 'x' })).toThrow(/uri is required/);
+    expect(() => createMongoStore({ uri: 'mongodb://127.0.0.1:1', database: '' })).toThrow(/database is required/);
+  });
+});
+
 describe('mongodb adapter: error mapping', () => {
   it('errors: duplicate key errors become DuplicateKeyError with the index name', () => {
     const err = new MongoServerError({

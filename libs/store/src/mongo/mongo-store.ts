@@ -135,10 +135,10 @@ class MongoStore implements DocumentStore {
   constructor(options: MongoStoreOptions) {
     if (typeof options.uri !== 'string' || options.uri === '') throw new TypeError('createMongoStore: uri is required');
     if (typeof options.database !== 'string' || options.database === '') throw new TypeError('createMongoStore: database is required');
+    this.warn = warnOf(options.warn);
     // ignoreUndefined: an optional field left undefined is absent, as in the embedded engine.
     this.client = new MongoClient(options.uri, { appName: options.appName ?? 'planning-service', ignoreUndefined: true });
     this.db = this.client.db(options.database);
-    this.warn = warnOf(options.warn);
   }
 
   collection<T extends StoredDocument = StoredDocument>(name: string): Collection<T> {

@@ -470,6 +470,7 @@ describe('sqlite store: kept query results', () => {
     });
     expect(() => createSqliteStore({ path: ':memory:', keptResults: -1 })).toThrow(/keptResults/);
     expect(() => createSqliteStore({ path: ':memory:', keptResults: 1.5 })).toThrow(/keptResults/);
+    expect(() => createSqliteStore({ path: ':memory:', warn: 'log' as never })).toThrow(/warn must be a function/);
   });
 
   it('kept results: 3,000 random writes (plain, in transactions, failing) between repeated queries: every answer equals the same store without kept results', async () => {

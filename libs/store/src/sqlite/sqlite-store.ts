@@ -2194,6 +2194,5 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteDocumentSt
   if (typeof options.path !== 'string' || options.path === '') throw new TypeError("path must be a file name or ':memory:'");
   if (options.clock !== undefined && typeof options.clock !== 'function') throw new TypeError('clock must be a function returning a Date');
   if (options.onFlush !== undefined && typeof options.onFlush !== 'function') throw new TypeError('onFlush must be a function');
-  if (options.warn !== undefined && typeof options.warn !== 'function') throw new TypeError('warn must be a function');
   return new SqliteStore(options.path, options);
 }
