@@ -109,6 +109,11 @@ export interface Collection<T extends StoredDocument = StoredDocument> {
   readonly name: string;
   /** Creates the indexes that do not exist yet. Idempotent. */
   createIndexes(specs: readonly IndexSpec[]): Promise<void>;
+  /**
+   * Removes the named indexes (a repository that replaces an index with another: its old rules
+   * and its cost on every write go). Names that do not exist are ignored. Idempotent.
+   */
+  dropIndexes(names: readonly string[]): Promise<void>;
   /** Throws DuplicateKeyError when `_id` or a unique index is violated. */
   insertOne(doc: T, options?: SessionOption): Promise<void>;
   /** Ordered insert: stops at the first failure (documents before it stay inserted). */

@@ -666,6 +666,29 @@ export function describeStoreContract(adapterName: string, open: () => Promise<D
         await expect(c.createIndexes([{ name: 'idx', keys: { b: 1 } }])).rejects.toThrow();
       });
 
+      it('dropIndexes: a dropped index\'s rules stop (its name may then name other keys); unknown names and an empty list are ignored', async () => {
+        const c = fresh();
+        await c.createIndexes([
+          { name: 'email_unique', keys: { email: 1 }, unique: true },
+          { name: 'by_n', keys: { n: 1 } },
+        ]);
+        await c.insertMany([
+          { _id: 'a', email: 'x@example.com', n: 2 },
+          { _id: 'b', email: 'y@example.com', n: 1 },
+        ]);
+        await rejectsDuplicate(c.insertOne({ _id: 'c', email: 'x@example.com' }), 'email_unique');
+        await c.dropIndexes(['email_unique', 'no_such_index']);
+        await c.dropIndexes(['email_unique']);
+        await c.dropIndexes([]);
+        await c.insertOne({ _id: 'c', email: 'x@example.com', n: 3 });
+        // The other index still serves, and its name's twin can be created with other keys.
+        expect((await c.find({ n: { $gte: 2 } }, { sort: { n: 1 } })).map((d) => d._id)).toEqual(['a', 'c']);
+        await c.createIndexes([{ name: 'email_unique', keys: { n: 1, email: 1 } }]);
+        expect((await c.find({ email: 'x@example.com' }, { sort: { _id: 1 } })).map((d) => d._id)).toEqual(['a', 'c']);
+        await c.dropIndexes(['by_n', 'email_unique']);
+        expect(await c.countDocuments({ n: { $gt: 0 } })).toBe(3);
+      });
+
       it('unique index: a second document with the same key is rejected with the index name', async () => {
         const c = fresh();
         await c.createIndexes([{ name: 'email_unique', keys: { email: 1 }, unique: true }]);

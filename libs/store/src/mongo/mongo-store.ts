@@ -240,6 +240,20 @@ class MongoCollection<T extends StoredDocument> implements Collection<T> {
     await mapped(() => this.coll.createIndexes(specs.map(toIndexDescription)));
   }
 
+  async dropIndexes(names: readonly string[]): Promise<void> {
+    if (!Array.isArray(names) || !names.every((n) => typeof n === 'string')) throw new TypeError('dropIndexes needs an array of index names');
+    for (const name of names) {
+      try {
+        await this.coll.dropIndex(name);
+      } catch (err) {
+        // 27 IndexNotFound, 26 NamespaceNotFound (no collection yet): nothing to drop.
+        const code = (err as { code?: unknown }).code;
+        if (code === 27 || code === 26) continue;
+        throw mapMongoError(err);
+      }
+    }
+  }
+
   async insertOne(doc: T, options?: SessionOption): Promise<void> {
     assertStringId(doc);
     const session = this.store.sessionOf(options);

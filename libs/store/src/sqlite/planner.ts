@@ -420,6 +420,17 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   });
   const docs = `${coll.table} AS c`;
   if (sargable.length > 0) return finish('IDHACK', docs, base());
+  /**
+   * Every document. Sorted by `_id` alone, SQLite walks the table's `_id` index in order (the
+   * column's BINARY order is UTF-8 byte order, the store's order of strings): a page reads its own
+   * rows instead of sorting every match, and a string range on `_id` (a cursor) starts the walk
+   * where the range does. The range stays in the residual too, which tests it again.
+   */
+  const collscan = (): Plan => {
+    const only = req.sort?.length === 1 ? req.sort[0] : undefined;
+    if (only?.path !== '_id') return finish('COLLSCAN', docs, base());
+    return finish('COLLSCAN', docs, [...idRange(req.filter._id, p), ...base()], { ordered: true, orderBy: `ORDER BY c.id ${only.dir === 1 ? 'ASC' : 'DESC'}` });
+  };
 
   const conds = extractConditions(req.filter);
   const candidates: IndexCandidate[] = [];
@@ -443,7 +454,7 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   const textRows = (t: TextCandidate): string =>
     `SELECT rowid >> ${CHUNK_BITS} FROM ${t.text.table} WHERE ${t.text.table} MATCH ${p.add(ftsQuery(t.terms))} UNION ALL SELECT rid FROM ${t.text.pending}`;
   if (choice === 'text' && text) return { ...finish('FTS', docs, [`c.rid IN (${textRows(text)})`, ...base()]), index: text.text.name };
-  if (choice === undefined || choice === 'text') return remembered(finish('COLLSCAN', docs, base()));
+  if (choice === undefined || choice === 'text') return remembered(collscan());
   const chosen = 'filtered' in choice ? choice.filtered : choice;
   const filter = 'filtered' in choice ? choice.filter : undefined;
   // A filtered walk tests each entry's row id against the other index's range (or the text
@@ -489,6 +500,17 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   };
   if (chosen.covered && !req.excludeIds && filter === undefined) plan.indexOnlyFrom = `${chosen.idx.table} AS x${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
   return remembered(plan);
+}
+
+/** The string bounds of an `_id` condition, as conditions on the `_id` column (none for anything else). */
+function idRange(cond: unknown, p: Params): string[] {
+  if (cond === null || typeof cond !== 'object' || cond instanceof RegExp || Array.isArray(cond)) return [];
+  const ops = { $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' } as const;
+  const out: string[] = [];
+  for (const [op, operand] of Object.entries(cond as Record<string, unknown>)) {
+    if (op in ops && typeof operand === 'string') out.push(`c.id ${ops[op as keyof typeof ops]} ${p.add(operand)}`);
+  }
+  return out;
 }
 
 function toHint(choice: IndexCandidate | FilteredWalk | undefined): PlanChoice {

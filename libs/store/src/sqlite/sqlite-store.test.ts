@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { Query } from 'mingo';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { describeStoreContract } from '../contract/store-contract.js';
+import { compareStrings } from '../document/values.js';
 import type { Filter, StoredDocument } from '../port.js';
 import { createSqliteStore, type SqliteDocumentStore } from './sqlite-store.js';
 import { seededRandom as random } from '../testing/seeded-random.js';
@@ -72,6 +73,40 @@ describe('sqlite store: files', () => {
       ]);
       await expect(c.insertOne({ _id: 'd', k: 1 })).rejects.toMatchObject({ index: 'k_unique' });
       expect(await c.countDocuments({ tags: 'y' })).toBe(1);
+    });
+  });
+
+  it('persistence: a dropped index (a key index, a substring index) stays dropped after reopening; its tables are gone and its name is free', async () => {
+    const file = path.join(tempDir(), 'data', 'store.sqlite');
+    const tables = (store: SqliteDocumentStore) =>
+      (store as unknown as { db: { prepare(sql: string): { all(): { name: string }[] } } }).db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r) => r.name);
+    // Index tables: i_ (a key index), f_ (FTS5, with its shadow tables), v_ (its vocabulary), q_ (rows pending for it).
+    const indexTables = (store: SqliteDocumentStore) => tables(store).filter((n) => /^[ifvq]_/.test(n));
+    await withStore(createSqliteStore({ path: file }), async (store) => {
+      const c = store.collection('c');
+      await c.createIndexes([
+        { name: 'k_unique', keys: { k: 1 }, unique: true },
+        { name: 'text', keys: { t: 1 }, substring: true },
+      ]);
+      await c.insertMany([
+        { _id: 'a', k: 1, t: 'needle in a haystack' },
+        { _id: 'b', k: 2, t: 'hay' },
+      ]);
+      expect((await c.find({ k: 1 }))[0]?._id).toBe('a');
+      expect(indexTables(store).length).toBeGreaterThan(3);
+      await c.dropIndexes(['k_unique', 'text']);
+      expect(indexTables(store)).toEqual([]);
+      // Queries planned with the indexes before are planned again without them.
+      expect((await c.find({ k: 1 }))[0]?._id).toBe('a');
+      expect((await c.find({ t: { $regex: 'needle' } })).map((d) => d._id)).toEqual(['a']);
+    });
+    await withStore(createSqliteStore({ path: file }), async (store) => {
+      const c = store.collection('c');
+      expect(indexTables(store)).toEqual([]);
+      await c.insertOne({ _id: 'c', k: 1, t: 'another needle' });
+      expect((await c.find({ t: { $regex: 'needle' } }, { sort: { _id: 1 } })).map((d) => d._id)).toEqual(['a', 'c']);
+      await c.createIndexes([{ name: 'k_unique', keys: { t: 1 } }]);
+      expect(await c.countDocuments({ k: 1 })).toBe(2);
     });
   });
 
@@ -725,6 +760,49 @@ describe('sqlite store: plans', () => {
         const all = Array.from({ length: 100 }, (_, i) => `a${String(i * 3 + 1).padStart(4, '0')}`);
         expect(page.map((d) => d._id)).toEqual((dir === 1 ? all : all.reverse()).slice(0, 5));
       }
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('sqlite store: pages by `_id`', () => {
+  it('plans: sorted by `_id` alone, a scan walks the `_id` index (a page reads its own rows; a string range on `_id` starts the walk) in the store\'s order of strings', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    try {
+      const c = store.collection('events');
+      const rnd = random(7);
+      // Code point order, where UTF-16 order differs: a surrogate pair (😀) sorts after U+E000 and U+FFFF.
+      const alphabet = ['0', 'a', 'b', 'Z', 'é', '\uE000', '\uFFFF', '😀'];
+      const ids = new Set<string>();
+      while (ids.size < 400) ids.add(Array.from({ length: 1 + Math.floor(rnd() * 4) }, () => alphabet[Math.floor(rnd() * alphabet.length)]).join(''));
+      const docs = [...ids].map((id, i) => ({ _id: id, k: i % 3 }));
+      await c.insertMany(docs);
+      const empty = await c.explain({}, { sort: { _id: -1 }, limit: 5 });
+      expect(empty).toMatchObject({ plan: 'COLLSCAN', inMemorySort: false, nReturned: 5, docsExamined: 5 });
+      const sorted = [...ids].sort(compareStrings);
+      for (let i = 0; i < 60; i++) {
+        const dir = rnd() < 0.5 ? 1 : -1;
+        const pivot = sorted[Math.floor(rnd() * sorted.length)] as string;
+        const filters: [Filter, (d: { _id: string; k: number }) => boolean][] = [
+          [{}, () => true],
+          [{ k: 1 }, (d) => d.k === 1],
+          [{ _id: { $lt: pivot } }, (d) => compareStrings(d._id, pivot) < 0],
+          [{ _id: { $gte: pivot }, k: { $ne: 2 } }, (d) => compareStrings(d._id, pivot) >= 0 && d.k !== 2],
+        ];
+        const [filter, test] = filters[i % filters.length] as (typeof filters)[number];
+        const limit = 1 + Math.floor(rnd() * 20);
+        const skip = Math.floor(rnd() * 5);
+        const expected = docs.filter(test).map((d) => d._id).sort(compareStrings);
+        if (dir === -1) expected.reverse();
+        const label = JSON.stringify({ filter, dir, skip, limit });
+        expect((await c.find(filter, { sort: { _id: dir }, skip, limit })).map((d) => d._id), label).toEqual(expected.slice(skip, skip + limit));
+        expect((await c.find(filter, { sort: { _id: dir } })).map((d) => d._id), label).toEqual(expected);
+        expect(await c.explain(filter, { sort: { _id: dir }, skip, limit }), label).toMatchObject({ plan: 'COLLSCAN', inMemorySort: false });
+      }
+      // A cursor's range starts the walk: the page after `pivot` examines the page, not what lies before it.
+      const pivot = sorted[300] as string;
+      expect(await c.explain({ _id: { $lt: pivot } }, { sort: { _id: -1 }, limit: 10 })).toMatchObject({ nReturned: 10, docsExamined: 10 });
     } finally {
       await store.close();
     }

@@ -1828,6 +1828,32 @@ class SqliteStore implements SqliteDocumentStore {
     }
   }
 
+  dropIndexes(name: string, names: readonly string[]): void {
+    if (!Array.isArray(names) || !names.every((n) => typeof n === 'string')) throw new TypeError('dropIndexes needs an array of index names');
+    const c = this.state(name);
+    if (!c) return;
+    for (const indexName of names) {
+      const idx = c.indexes.find((i) => i.name === indexName);
+      const text = idx ? undefined : c.texts.find((t) => t.name === indexName);
+      if (!idx && !text) continue;
+      const no = (idx ?? text)!.no;
+      const tables = idx ? [idx.table] : [text!.vocab, text!.table, text!.pending];
+      for (const table of tables) this.db.exec(`DROP TABLE IF EXISTS ${table}`);
+      this.db.prepare('DELETE FROM store_indexes WHERE coll = ? AND no = ?').run(c.no, no);
+      if (idx) c.indexes.splice(c.indexes.indexOf(idx), 1);
+      if (text) {
+        c.texts.splice(c.texts.indexOf(text), 1);
+        this.textsPending.delete(text);
+      }
+      // Plans, kept results and query shapes made with it are stale; so is every statement on its
+      // tables (an index made later may take the same number, so the same table names).
+      c.epoch++;
+      const named = new RegExp(`\\b(${tables.join('|')})\\b`);
+      for (const sql of [...this.statements.keys()]) if (named.test(sql)) this.statements.delete(sql);
+      this.catalogChanged = true;
+    }
+  }
+
   /** Undoes `createIndexes`' in-memory changes when its SQLite transaction rolled back. */
   reloadCatalog(): void {
     this.collections.clear();
@@ -2059,6 +2085,11 @@ class SqliteCollectionImpl<T extends StoredDocument> implements SqliteCollection
   async createIndexes(specs: readonly IndexSpec[]): Promise<void> {
     const store = this.store;
     await store.write(() => store.createIndexes(this.name, specs));
+  }
+
+  async dropIndexes(names: readonly string[]): Promise<void> {
+    const store = this.store;
+    await store.write(() => store.dropIndexes(this.name, names));
   }
 
   async insertOne(doc: T, options?: SessionOption): Promise<void> {

@@ -116,6 +116,13 @@ export class Catalog {
     await this.persist(entry);
   }
 
+  async removeIndex(db: string, coll: string, name: string): Promise<void> {
+    const entry = this.entries.get(`${db}.${coll}`);
+    if (!entry || entry.dropped) throw new Error(`catalog: ${db}.${coll} does not exist`);
+    entry.indexes = entry.indexes.filter((spec) => spec.name !== name);
+    await this.persist(entry);
+  }
+
   /**
    * Drops the collection: the namespace moves to an empty embedded collection without indexes
    * first (so no write lands in the old one afterwards), then the old one is emptied. Returns the

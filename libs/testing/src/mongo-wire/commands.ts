@@ -215,6 +215,7 @@ export class CommandRunner {
       count: (b, c) => this.count(b, c),
       createIndexes: (b, c) => this.createIndexes(b, c),
       listIndexes: (b, c) => this.listIndexes(b, c),
+      dropIndexes: (b, c) => this.dropIndexes(b, c),
       create: (b, c) => this.create(b, c),
       drop: (b, c) => this.drop(b, c),
       dropDatabase: (b, c) => this.dropDatabase(b, c),
@@ -719,6 +720,20 @@ export class CommandRunner {
     if (added === 0) reply.note = 'all indexes already exist';
     reply.ok = 1;
     return reply;
+  }
+
+  /** One index by name (what `Collection.dropIndex` sends); `*` and lists are not served. */
+  private async dropIndexes(body: Document, ctx: Context): Promise<Document> {
+    checkFields(body, 'dropIndexes', ['index']);
+    const { coll, ns, handle } = this.namespace(body, 'dropIndexes', ctx);
+    if (!this.catalog.exists(ctx.db, coll)) throw new CommandError('NamespaceNotFound', `ns not found ${ns}`);
+    if (typeof body.index !== 'string' || body.index === '*') throw notSupported('dropIndexes other than of one index by name');
+    if (body.index === '_id_') throw new CommandError('InvalidOptions', 'cannot drop _id index');
+    const existing = this.catalog.indexes(ctx.db, coll);
+    if (!existing.some((spec) => spec.name === body.index)) throw new CommandError('IndexNotFound', `index not found with name [${body.index}]`);
+    await handle.dropIndexes([body.index]);
+    await this.catalog.removeIndex(ctx.db, coll, body.index);
+    return { nIndexesWas: existing.length + 1, ok: 1 };
   }
 
   private async listIndexes(body: Document, ctx: Context): Promise<Document> {
