@@ -18,18 +18,27 @@ export interface OldEngine {
   createEmbeddedStore(options?: { dataDir?: string; name?: string }): DocumentStore & { close(): Promise<void> };
 }
 
-export async function loadOldEngine(): Promise<OldEngine> {
-  const dir = join(ROOT, 'libs/store/.old-engine', OLD_ENGINE_COMMIT);
-  if (!existsSync(join(dir, 'src/embedded/embedded-store.ts'))) {
+/**
+ * `libs/store/src` as it was at `commit`, in `libs/store/.old-engine/<commit>/src` (git-ignored;
+ * inside libs/store so its dependencies resolve): for benchmarks that measure a former version of
+ * the store beside the current one. Needs the repository's history (`git`).
+ */
+export function storeSourceAt(commit: string): string {
+  const dir = join(ROOT, 'libs/store/.old-engine', commit);
+  if (!existsSync(join(dir, 'src/index.ts'))) {
     const tmp = `${dir}.partial`;
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp, { recursive: true });
-    execFileSync('sh', ['-c', `git archive ${OLD_ENGINE_COMMIT} libs/store/src | tar -x -C "${tmp}"`], { cwd: ROOT });
+    execFileSync('sh', ['-c', `git archive ${commit} libs/store/src | tar -x -C "${tmp}"`], { cwd: ROOT });
     rmSync(dir, { recursive: true, force: true });
     renameSync(join(tmp, 'libs/store/src'), join(tmp, 'src'));
     renameSync(tmp, dir);
   }
-  return (await import(pathToFileURL(join(dir, 'src/embedded/embedded-store.ts')).href)) as OldEngine;
+  return join(dir, 'src');
+}
+
+export async function loadOldEngine(): Promise<OldEngine> {
+  return (await import(pathToFileURL(join(storeSourceAt(OLD_ENGINE_COMMIT), 'embedded/embedded-store.ts')).href)) as OldEngine;
 }
 
 /**

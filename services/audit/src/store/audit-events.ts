@@ -1,5 +1,5 @@
 import type { EventEnvelope } from '@planning/bus';
-import { isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type StoredDocument } from '@planning/store';
+import { isDuplicateKeyError, type Collection, type DocumentStore, type Filter, type IndexSpec, type StoredDocument } from '@planning/store';
 
 /**
  * An audit event (DECISIONS §10). Built from a bus event by keeping only ids, the outcome and
@@ -56,16 +56,27 @@ export interface AuditScope {
   workspaceIds: readonly string[];
 }
 
+export const AUDIT_EVENT_INDEXES: IndexSpec[] = [
+  { name: 'workspace_id', keys: { workspaceId: 1, _id: -1 } },
+  { name: 'type_id', keys: { type: 1, _id: -1 } },
+  { name: 'outcome_at', keys: { outcome: 1, at: -1 } },
+];
+
 export class AuditEventRepository {
   private constructor(private readonly events: Collection<AuditEventRecord>) {}
 
+  /**
+   * The indexes serve the list's order, newest id first: by workspace (a workspace admin's list
+   * and counts) and by type, each ending in `_id`, so a page, and the page after a cursor, reads
+   * its own rows however many events there are; a system admin's list walks the `_id` index. The
+   * recent denials are counted by outcome and time. `workspace_at` and `type_at` (time, then id)
+   * served the filters but not the order: each page sorted every event of the workspace (about
+   * 50 ms a page at 100,000 events on SQLite); they are dropped when the repository opens.
+   */
   static async open(store: DocumentStore): Promise<AuditEventRepository> {
     const events = store.collection<AuditEventRecord>('audit_events');
-    await events.createIndexes([
-      { name: 'workspace_at', keys: { workspaceId: 1, at: -1 } },
-      { name: 'outcome_at', keys: { outcome: 1, at: -1 } },
-      { name: 'type_at', keys: { type: 1, at: -1 } },
-    ]);
+    await events.dropIndexes(['workspace_at', 'type_at']);
+    await events.createIndexes(AUDIT_EVENT_INDEXES);
     return new AuditEventRepository(events);
   }
 
