@@ -70,7 +70,7 @@ export const issuesImplementation: ModuleImplementation<IssuesSettings> = {
     rpc.addService(
       ClaimSupportService,
       createClaimSupportService({
-        repo: await ClaimSupportRepository.open(outbox, planning.tasks, planning.records),
+        repo: await ClaimSupportRepository.open(outbox, planning.tasks, planning.records, store),
         tasks: planning.tasks,
         access: createPlanningAccess(access, workspaces),
         clock,

@@ -372,7 +372,7 @@ describe('claim support: the ready queue', () => {
     expect(page2.nextCursor).toBeUndefined();
   });
 
-  it('claim support: tasks stored before the queue key or the queue agent existed get them when the service opens', async () => {
+  it('claim support: tasks stored before the queue key or the queue agent existed get them when the service opens, once per store', async () => {
     const id = await newTask({ priority: 'urgent' });
     const mine = await newTask({ priority: 'low', assignedAgentId: 'agent-a' });
     const key = (await h.planning.tasks.get(id))?.queueKey;
@@ -380,7 +380,13 @@ describe('claim support: the ready queue', () => {
     await h.store.collection('tasks').updateOne({ _id: mine }, { $unset: { queueAgent: '' } });
     expect((await h.planning.tasks.get(id))?.queueKey).toBeUndefined();
     expect((await call('listReadyTasks', { workspaceId: ws, agentId: 'agent-a' }, token('agent-a'))).total).toBe(0);
+    // This store's first open recorded the backfill as done: a later open skips it (it reads every task)...
     impl = await claimSupportOf(h);
+    expect((await h.planning.tasks.get(id))?.queueKey).toBeUndefined();
+    // ...and a store from before has no such record: its tasks get their keys.
+    await h.store.collection('issues_migrations').deleteOne({ _id: 'queue-keys' });
+    impl = await claimSupportOf(h);
+    expect(await h.store.collection('issues_migrations').findOne({ _id: 'queue-keys' })).toMatchObject({ _id: 'queue-keys' });
     expect((await h.planning.tasks.get(id))?.queueKey).toBe(key);
     expect([(await h.planning.tasks.get(id))?.queueAgent, (await h.planning.tasks.get(mine))?.queueAgent]).toEqual(['', 'agent-a']);
     const page = await call('listReadyTasks', { workspaceId: ws, agentId: 'agent-a' }, token('agent-a'));

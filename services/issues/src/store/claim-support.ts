@@ -1,7 +1,7 @@
 import { conflict, ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
 import type { Outbox } from '@planning/outbox';
-import type { Filter, StoreSession } from '@planning/store';
+import { isDuplicateKeyError, type DocumentStore, type Filter, type StoreSession } from '@planning/store';
 import { endedBeforeStart, isUnexpired, liveEndedClaims, queueKeyOf, startRefusal, withEndedClaim, type ClaimMirror, type EndedClaim, type EndOutcome } from '../domain/claims.js';
 import { applyPatch } from '../domain/tasks.js';
 import { ANY_AGENT, fieldsOf, queueAgentOf, type Actor, type CommentRecord, type TaskRecord } from './task-documents.js';
@@ -38,12 +38,32 @@ export interface ReadyPage {
   next?: { after: string; rank: number };
 }
 
+/** The issues store's record of one-time data migrations done (`_id`: the migration's name). */
+const MIGRATIONS = 'issues_migrations';
+const QUEUE_KEYS = 'queue-keys';
+
 /**
  * Tasks stored before the queue key (or the queue's agent) existed get theirs (the ready queue
  * walks them). Idempotent: each update is conditional on the key still missing, so replicas
- * starting together agree.
+ * starting together agree. Once done it is recorded, and later starts skip it: finding the tasks
+ * without keys reads every task (about 120 ms at 100,000 tasks, more from a cold disk), and every
+ * task written since the queue key existed has both. (A release from before the queue key,
+ * writing beside this one after the record was made, would leave tasks out of the ready queue
+ * until they are next written; no such release runs beside this one.)
  */
-async function backfillQueueKeys(tasks: TaskRepository): Promise<void> {
+async function backfillQueueKeys(tasks: TaskRepository, store: DocumentStore): Promise<void> {
+  const migrations = store.collection<{ _id: string; doneAt: string }>(MIGRATIONS);
+  if (await migrations.findOne({ _id: QUEUE_KEYS })) return;
+  await fillQueueKeys(tasks);
+  try {
+    await migrations.insertOne({ _id: QUEUE_KEYS, doneAt: new Date().toISOString() });
+  } catch (err) {
+    // Another replica recorded it first.
+    if (!isDuplicateKeyError(err)) throw err;
+  }
+}
+
+async function fillQueueKeys(tasks: TaskRepository): Promise<void> {
   for (;;) {
     const missing = await tasks.tasks.find(
       { $or: [{ queueKey: { $exists: false } }, { queueAgent: { $exists: false } }] },
@@ -83,7 +103,7 @@ export class ClaimSupportRepository {
     private readonly outbox: Outbox,
   ) {}
 
-  static async open(outbox: Outbox, tasks: TaskRepository, records: TaskRecordRepository): Promise<ClaimSupportRepository> {
+  static async open(outbox: Outbox, tasks: TaskRepository, records: TaskRecordRepository, store: DocumentStore): Promise<ClaimSupportRepository> {
     await tasks.tasks.createIndexes([
       // An agent's ready queue: ordered walks of one workspace's ready tasks for the agent and for
       // anyone, each stopping after a page; and index-only counts of the queue and its blocked part.
@@ -95,7 +115,7 @@ export class ClaimSupportRepository {
       { name: 'claim_expiry', keys: { 'claim.expiresAt': 1 } },
       { name: 'claim_id', keys: { 'claim.claimId': 1 } },
     ]);
-    await backfillQueueKeys(tasks);
+    await backfillQueueKeys(tasks, store);
     return new ClaimSupportRepository(tasks, records, outbox);
   }
 

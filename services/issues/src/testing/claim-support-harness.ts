@@ -21,7 +21,7 @@ const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 /** The claim support service over the harness's store and clock (events land in its outbox). */
 export async function claimSupportOf(harness: PlanningHarness): Promise<ServiceImplementation<typeof ClaimSupportService>> {
   const outbox = await createOutbox({ store: harness.store as DocumentStore, bus: createInProcessBus(), source: 'issues', logger: quiet });
-  const repo = await ClaimSupportRepository.open(outbox, harness.planning.tasks, harness.planning.records);
+  const repo = await ClaimSupportRepository.open(outbox, harness.planning.tasks, harness.planning.records, harness.store as DocumentStore);
   return createClaimSupportService({
     repo,
     tasks: harness.planning.tasks,
