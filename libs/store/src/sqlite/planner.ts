@@ -421,15 +421,17 @@ export function plan(coll: PlannerCollection, req: PlanRequest): Plan {
   const docs = `${coll.table} AS c`;
   if (sargable.length > 0) return finish('IDHACK', docs, base());
   /**
-   * Every document. Sorted by `_id` alone, SQLite walks the table's `_id` index in order (the
-   * column's BINARY order is UTF-8 byte order, the store's order of strings): a page reads its own
-   * rows instead of sorting every match, and a string range on `_id` (a cursor) starts the walk
-   * where the range does. The range stays in the residual too, which tests it again.
+   * Every document, or those in a string range on `_id` (the range read from the table's `_id`
+   * index). Sorted by `_id` alone, SQLite walks that index in order (the column's BINARY order is
+   * UTF-8 byte order, the store's order of strings): a page reads its own rows instead of sorting
+   * every match, and a range (a cursor) starts the walk where it does. The range stays in the
+   * residual too, which tests it again.
    */
   const collscan = (): Plan => {
+    const range = idRange(req.filter._id, p);
     const only = req.sort?.length === 1 ? req.sort[0] : undefined;
-    if (only?.path !== '_id') return finish('COLLSCAN', docs, base());
-    return finish('COLLSCAN', docs, [...idRange(req.filter._id, p), ...base()], { ordered: true, orderBy: `ORDER BY c.id ${only.dir === 1 ? 'ASC' : 'DESC'}` });
+    if (only?.path !== '_id') return finish('COLLSCAN', docs, [...range, ...base()]);
+    return finish('COLLSCAN', docs, [...range, ...base()], { ordered: true, orderBy: `ORDER BY c.id ${only.dir === 1 ? 'ASC' : 'DESC'}` });
   };
 
   const conds = extractConditions(req.filter);

@@ -803,6 +803,16 @@ describe('sqlite store: pages by `_id`', () => {
       // A cursor's range starts the walk: the page after `pivot` examines the page, not what lies before it.
       const pivot = sorted[300] as string;
       expect(await c.explain({ _id: { $lt: pivot } }, { sort: { _id: -1 }, limit: 10 })).toMatchObject({ nReturned: 10, docsExamined: 10 });
+      // Unsorted, a range reads only its rows (as an export's chunks are found: `<id>:` up to `<id>;`), counted and deleted alike.
+      const [lo, hi] = [sorted[100] as string, sorted[140] as string];
+      const inRange = sorted.filter((id) => compareStrings(id, lo) >= 0 && compareStrings(id, hi) < 0);
+      const ranged = await c.explain({ _id: { $gte: lo, $lt: hi } });
+      expect(ranged).toMatchObject({ plan: 'COLLSCAN', nReturned: inRange.length });
+      // The range is plain SQL on the id column (what SQLite answers from its index), not only the residual's test.
+      expect(ranged.sql).toMatch(/WHERE c\.id >= @p\d+ AND c\.id < @p\d+ AND/);
+      expect(await c.countDocuments({ _id: { $gte: lo, $lt: hi }, k: { $ne: 2 } })).toBe(docs.filter((d) => inRange.includes(d._id) && d.k !== 2).length);
+      expect((await c.deleteMany({ _id: { $gte: lo, $lt: hi } })).deletedCount).toBe(inRange.length);
+      expect(await c.countDocuments({})).toBe(docs.length - inRange.length);
     } finally {
       await store.close();
     }
