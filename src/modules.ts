@@ -23,7 +23,8 @@ import {
   type Target,
 } from '@planning/runtime';
 import { httpModule } from '@planning/runtime/http';
-import { SERVICES_THREAD_ROOTS } from './services-thread-roots.js';
+// The main thread holds these definitions anyway (with their settings); only the names are used here.
+import { SERVICES_THREAD_ROOTS } from './services-thread-modules.js';
 
 /** In definition order: infrastructure first, then the services, the gateway, then the demo data. */
 export const MODULES: readonly AnyModuleDefinition[] = [

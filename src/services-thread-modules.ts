@@ -14,7 +14,7 @@ import { GATEWAY_VIEWS } from '@planning/gateway/views';
 import { issuesModuleCore } from '@planning/issues/definition-core';
 import { busModule, createThreadPortModule, rpcClientsModule, rpcServerModule, type AnyModuleDefinition } from '@planning/runtime';
 
-export { SERVICES_THREAD_ROOTS } from './services-thread-roots.js';
+export const SERVICES_THREAD_ROOTS = ['issues', 'agents-claims', 'imports-exports', 'audit'] as const;
 
 export function servicesThreadModules(port: MessagePort, onListening: (grpcAddress: string) => void): AnyModuleDefinition[] {
   return [busModule, rpcServerModule, rpcClientsModule, issuesModuleCore, agentsClaimsModuleCore, importsExportsModuleCore, auditModule, createThreadPortModule(port, onListening, GATEWAY_VIEWS)];

@@ -26,7 +26,6 @@ export const PEER_VARIABLES: Readonly<Record<ServiceName, string>> = {
   audit: 'AUDIT_GRPC_URL',
 };
 
-
 export interface ProcessConfig extends ProcessEnv {
   target: Target;
   /** Milliseconds between turning readiness off and draining, on SIGTERM. */

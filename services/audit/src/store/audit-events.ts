@@ -70,8 +70,9 @@ export class AuditEventRepository {
    * and counts) and by type, each ending in `_id`, so a page, and the page after a cursor, reads
    * its own rows however many events there are; a system admin's list walks the `_id` index. The
    * recent denials are counted by outcome and time. `workspace_at` and `type_at` (time, then id)
-   * served the filters but not the order: each page sorted every event of the workspace (about
-   * 50 ms a page at 100,000 events on SQLite); they are dropped when the repository opens.
+   * served the filters but not the order: each page sorted every event of the workspace (hundreds
+   * of ms a page at 100,000 events on SQLite: docs/benchmarks.md); they are dropped when the
+   * repository opens.
    */
   static async open(store: DocumentStore): Promise<AuditEventRepository> {
     const events = store.collection<AuditEventRecord>('audit_events');
