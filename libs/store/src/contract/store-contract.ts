@@ -942,6 +942,41 @@ export function describeStoreContract(adapterName: string, open: () => Promise<D
         expect(await other.findOne({ _id: 'x' })).toBeNull();
       });
 
+      it('transaction: an id someone else inserts after the transaction inserted it makes fn run again, and the retry meets the duplicate', async () => {
+        const c = await seeded([{ _id: 'seed' }]);
+        const log = await seeded([{ _id: 'seed' }], 'log');
+        let attempts = 0;
+        await rejectsDuplicate(
+          store.withTransaction(async (session) => {
+            attempts++;
+            await log.insertOne({ _id: `entry-${attempts}` }, { session });
+            await c.insertOne({ _id: 'x', by: 'transaction' }, { session });
+            if (attempts === 1) await c.insertOne({ _id: 'x', by: 'other' });
+          }),
+          '_id_',
+        );
+        expect(attempts).toBe(2);
+        expect(await c.findOne({ _id: 'x' })).toMatchObject({ by: 'other' });
+        expect(await log.countDocuments({ _id: { $ne: 'seed' } })).toBe(0);
+      });
+
+      it('transaction: concurrent transactions inserting one new id, exactly one commits', async () => {
+        const c = await seeded([{ _id: 'seed' }]);
+        const outcomes = await Promise.allSettled(
+          Array.from({ length: 8 }, (_, i) =>
+            store.withTransaction(async (session) => {
+              if ((await c.findOne({ _id: 'x' }, { session })) !== null) return 'taken';
+              await c.insertOne({ _id: 'x', by: i }, { session });
+              return 'inserted';
+            }),
+          ),
+        );
+        const inserted = outcomes.flatMap((o, i) => (o.status === 'fulfilled' && o.value === 'inserted' ? [i] : []));
+        expect(inserted).toHaveLength(1);
+        for (const o of outcomes) if (o.status === 'rejected') expect(isDuplicateKeyError(o.reason, '_id_')).toBe(true);
+        expect(await c.findOne({ _id: 'x' })).toMatchObject({ by: inserted[0] });
+      });
+
       it('transaction: a document changed by someone else after the transaction read it makes fn run again on fresh data', async () => {
         const c = await seeded([{ _id: 'counter', n: 10 }]);
         let attempts = 0;

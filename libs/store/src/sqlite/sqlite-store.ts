@@ -1921,8 +1921,11 @@ class SqliteStore implements SqliteDocumentStore {
     for (const [name, tc] of writes) {
       const c = this.ensure(name);
       for (const [id, after] of tc.writes) {
-        const row = this.rowById(c, id);
-        if ((row?.v ?? 0) !== tc.base.get(id)) {
+        const base = tc.base.get(id);
+        // A document the transaction found absent and now writes is not read again: its INSERT
+        // meets an id taken since by the id's UNIQUE constraint (a conflict, below).
+        const row = base === 0 && after !== null ? undefined : this.rowById(c, id);
+        if ((row?.v ?? 0) !== base) {
           throw new TransactionConflictError(`transaction write conflict on ${name}/${id}: another writer committed first`);
         }
         work.push({ c, id, row, after, tc, changes: this.changesOf(c, row?.doc ?? null, after) });
