@@ -10,7 +10,8 @@
  * to 100 events at three store operations per batch (find, lease, delete). On a store no other
  * process writes (`DocumentStore.exclusive`: the embedded SQLite store) with one relay on the
  * collection, the relay takes no lease: two operations per batch (find, delete), since the only
- * other relay that could take the batch is this one's next pass, which runs after it.
+ * other relay that could take the batch is this one's next pass, which runs after it. There,
+ * without a retention, the outbox has no index of its own: every event in it is pending.
  */
 import type { EventBus, EventEnvelope } from '@planning/bus';
 import { newId } from '@planning/ids';
@@ -125,13 +126,20 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
   /** Counted among the store's relays (between start and stop). */
   let registered = false;
   const retentionSeconds = options.retentionSeconds ?? 0;
-  const indexes: IndexSpec[] = [{ name: 'pending_order', keys: { pending: 1, _id: 1 } }];
+  // An exclusive store that keeps nothing published holds only pending events: the relay walks
+  // the collection in id order (the store's own id index), and a pending index would only be
+  // written with every event and deleted with it again. Published events left by an earlier
+  // retention keep it until they are gone (the walk would step over them at every pass).
+  const onlyPending =
+    options.store.exclusive === true && retentionSeconds === 0 && (await collection.findOne({ pending: { $exists: false } }, { projection: { _id: 1 } })) === null;
+  const indexes: IndexSpec[] = onlyPending ? [] : [{ name: 'pending_order', keys: { pending: 1, _id: 1 } }];
   // Leases are looked up by owner only where other processes may share the outbox; an exclusive
   // store leases only while a second relay runs here, and then finds its few leased events
   // among the pending ones without this index (one index entry less per event written).
   if (options.store.exclusive !== true) indexes.push({ name: 'lease_owner', keys: { leaseOwner: 1 }, partialFilterExpression: { pending: true } });
   if (retentionSeconds > 0) indexes.push({ name: 'published_ttl', keys: { publishedAt: 1 }, expireAfterSeconds: retentionSeconds });
   await collection.createIndexes(indexes);
+  if (onlyPending) await collection.dropIndexes(['pending_order']);
 
   let timer: NodeJS.Timeout | undefined;
   let unobserve: (() => void) | undefined;

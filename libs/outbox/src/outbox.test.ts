@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createInProcessBus, type EventBus, type EventEnvelope } from '@planning/bus';
 import { configureFailpoints } from '@planning/runtime/failpoints';
-import { createEmbeddedStore, type DocumentStore } from '@planning/store';
+import { createEmbeddedStore, type DocumentStore, type EmbeddedCollection } from '@planning/store';
 import { createOutbox, subjectFor, type Outbox } from './index.js';
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
@@ -217,6 +217,45 @@ describe('outbox: what it keeps', () => {
     await until(() => h.received.length === 250);
     await h.outbox.flush();
     expect(await h.store.collection('outbox').countDocuments({})).toBe(0);
+  });
+
+  it('outbox: on an exclusive store without a retention it has no index of its own; published events left by a retention keep the pending index until they are gone', async () => {
+    const store = createEmbeddedStore();
+    const bus = await createInProcessBus();
+    const relayQuery = () => (store.collection('outbox') as EmbeddedCollection).explain({ pending: true }, { sort: { _id: 1 }, limit: 100 });
+    // With a retention: published events stay, so the relay needs the pending index.
+    const keeping = await createOutbox({ store, bus, source: 'issues', logger: quiet, retentionSeconds: 3600, pollIntervalMs: 60_000 });
+    await keeping.start();
+    await keeping.add({ type: 'thing.created', data: {} });
+    await keeping.flush();
+    await keeping.stop();
+    expect(await relayQuery()).toMatchObject({ plan: 'IXSCAN', index: 'pending_order' });
+    // Without one, while that published event is still there: the index stays.
+    const first = await createOutbox({ store, bus, source: 'issues', logger: quiet, pollIntervalMs: 60_000 });
+    expect(await relayQuery()).toMatchObject({ plan: 'IXSCAN', index: 'pending_order' });
+    await first.stop();
+    await store.collection('outbox').deleteMany({ pending: { $exists: false } });
+    // Once only pending events are left: no index; the relay walks the ids, in order, unsorted.
+    const received: EventEnvelope[] = [];
+    await bus.consume({ durable: 'only-pending', filterSubjects: ['planning.>'] }, async (d) => {
+      received.push(d.event);
+    });
+    const outbox = await createOutbox({ store, bus, source: 'issues', logger: quiet, pollIntervalMs: 60_000 });
+    const explained = await relayQuery();
+    expect(explained).toMatchObject({ plan: 'COLLSCAN', inMemorySort: false });
+    expect(explained.index).toBeUndefined();
+    const added: string[] = [];
+    for (let i = 0; i < 150; i++) added.push((await outbox.add({ type: 'thing.changed', data: { i } })).id);
+    await outbox.start();
+    await outbox.flush();
+    // (The new consumer also gets the stream's earlier thing.created.)
+    const changed = () => received.filter((e) => e.type === 'thing.changed');
+    await until(() => changed().length === 150);
+    expect(changed().map((e) => e.id)).toEqual([...added].sort());
+    expect(await outbox.pendingCount()).toBe(0);
+    await outbox.stop();
+    await bus.close();
+    await store.close();
   });
 
   it('outbox: with a retention, published events are kept (marked published) until it runs out', async () => {
