@@ -160,8 +160,9 @@ export class ClaimSupportRepository {
         expiresAt: input.expiresAt,
       };
       const ctx = { actor: input.actor, now, moveActor: 'claim' as const };
-      const started = (await this.tasks.write(current, next, changes, ctx, session, 'claimed', { start: claim })).task;
-      return this.setEndedClaims(started, liveEndedClaims(started.endedClaims, now), session);
+      // Tombstones past their time go with the start (one write of the document).
+      const live = liveEndedClaims(current.endedClaims, now);
+      return (await this.tasks.write(current, next, changes, ctx, session, 'claimed', { start: claim, ...(sameEndedClaims(live, current.endedClaims) ? {} : { endedClaims: live }) })).task;
     });
   }
 
@@ -170,8 +171,7 @@ export class ClaimSupportRepository {
    * entries past their `until` pruned). Not a change of the task: no version, no activity.
    */
   private async setEndedClaims(task: TaskRecord, list: EndedClaim[], session: StoreSession): Promise<TaskRecord> {
-    const had = task.endedClaims ?? [];
-    if (list.length === had.length && list.every((e, i) => e.claimId === had[i]?.claimId && e.until === had[i]?.until)) return task;
+    if (sameEndedClaims(list, task.endedClaims)) return task;
     const { endedClaims: _old, ...rest } = task;
     if (list.length === 0) {
       await this.tasks.tasks.updateOne({ _id: task._id }, { $unset: { endedClaims: '' } }, { session });
@@ -222,16 +222,17 @@ export class ClaimSupportRepository {
     return this.outbox.transaction(async (session) => {
       const current = await this.tasks.get(issueId, session);
       if (!current) return { ended: false, task: null };
-      const tombstones = withEndedClaim(current.endedClaims, claimId, options.startBy, now);
-      const recordTombstone = (task: TaskRecord) => this.setEndedClaims(task, tombstones ?? liveEndedClaims(task.endedClaims, now), session);
+      const tombstones = withEndedClaim(current.endedClaims, claimId, options.startBy, now) ?? liveEndedClaims(current.endedClaims, now);
       const claim = current.claim;
       if (current.status !== 'in-progress' || claim?.claimId !== claimId || (options.onlyIfExpired && isUnexpired(claim, now))) {
-        return { ended: false, task: await recordTombstone(current) };
+        return { ended: false, task: await this.setEndedClaims(current, tombstones, session) };
       }
       const { next, changes } = applyPatch(fieldsOf(current), { status: 'ready' }, 'system', () => newId('chk'));
       const ctx = { actor, now, moveActor: 'system' as const };
-      const result = await this.tasks.write(current, next, changes, ctx, session, END_KINDS[outcome], { end: outcome });
-      return { ended: true, task: await recordTombstone(result.task) };
+      // The tombstones go with the end (one write of the document).
+      const ending = { end: outcome, ...(sameEndedClaims(tombstones, current.endedClaims) ? {} : { endedClaims: tombstones }) };
+      const result = await this.tasks.write(current, next, changes, ctx, session, END_KINDS[outcome], ending);
+      return { ended: true, task: result.task };
     });
   }
 
@@ -355,4 +356,10 @@ export class ClaimSupportRepository {
   async heldBy(workspaceId: string, agentId: string): Promise<TaskRecord | null> {
     return this.tasks.tasks.findOne({ 'claim.agentId': agentId, workspaceId, status: 'in-progress' }, { projection: PROJECTION });
   }
+}
+
+/** Whether two tombstone lists are the same entries in the same order (absent: none). */
+function sameEndedClaims(list: readonly EndedClaim[], had: readonly EndedClaim[] | undefined): boolean {
+  const before = had ?? [];
+  return list.length === before.length && list.every((e, i) => e.claimId === before[i]?.claimId && e.until === before[i]?.until);
 }

@@ -2,7 +2,7 @@ import { conflict, invalidInput, ServiceError } from '@planning/errors';
 import { newId } from '@planning/ids';
 import type { Outbox } from '@planning/outbox';
 import type { Collection, DocumentStore, Filter, StoredDocument, StoreSession } from '@planning/store';
-import { claimEndOf, fenceRefusal, type ClaimEnd, type ClaimMirror, type WriteFence } from '../domain/claims.js';
+import { claimEndOf, fenceRefusal, type ClaimEnd, type ClaimMirror, type EndedClaim, type WriteFence } from '../domain/claims.js';
 import { assertNoDependencyCycle, assertNoParentCycle } from '../domain/dependencies.js';
 import { encodeSearchCursor } from '../domain/ranking.js';
 import { doneMoveRefusal, type DoneFacts, type DonePolicy, type StoredDonePolicy } from '../domain/done-policy.js';
@@ -43,6 +43,11 @@ export interface ClaimWrite {
   start?: ClaimMirror;
   /** How the claim the task is under ends (default: from the status move, see `claimEndOf`). */
   end?: ClaimEnd;
+  /**
+   * The task's claim tombstones after this write (claim-support's start and end), written with
+   * it rather than by a second write of the document; none left removes the field.
+   */
+  endedClaims?: EndedClaim[];
 }
 
 /** Activity kinds of task changes. */
@@ -457,6 +462,7 @@ export class TaskRepository {
       own.lastFencingToken = claim.start.fencingToken;
     }
     if (ending) own.lastClaimEnd = { claimId: ending.claimId, end: claim.end ?? claimEndOf(next.status) };
+    if (claim.endedClaims !== undefined && claim.endedClaims.length > 0) own.endedClaims = claim.endedClaims;
     // Not sent: fields without a value ($unset below), and values that are the very ones of the
     // version read (applyPatch leaves unchanged fields as they were; the write is conditional on
     // that version, so the stored document holds them already).
@@ -464,6 +470,7 @@ export class TaskRepository {
     for (const key of Object.keys(own)) if (own[key] === undefined || own[key] === read[key]) delete own[key];
     const unset: Record<string, string> = Object.fromEntries(OPTIONAL_FIELDS.filter((k) => next[k] === undefined).map((k) => [k, '']));
     if (ending && !claim.start) unset.claim = '';
+    if (claim.endedClaims !== undefined && claim.endedClaims.length === 0 && current.endedClaims !== undefined) unset.endedClaims = '';
     const record = await this.tasks.findOneAndUpdate(
       { _id: id, version: current.version },
       { $set: own, ...(Object.keys(unset).length > 0 ? { $unset: unset } : {}) },
