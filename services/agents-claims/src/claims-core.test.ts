@@ -706,6 +706,25 @@ describe('claims: review findings', () => {
     return { open };
   }
 
+  it('tombstones: the end of a claim whose start went unanswered leaves one on the task until startBy; the release of a started claim leaves none', async () => {
+    const issueId = await h.task(projectId);
+    const a = agent('agent-a');
+    // Started and answered: no start of it can be on its way, so its release records nothing.
+    for (let i = 0; i < 3; i++) {
+      await claim(issueId, a);
+      await h.rpc.releaseClaim({ issueId }, { principal: a });
+    }
+    expect((await h.taskRecord(issueId))?.endedClaims).toBeUndefined();
+    // A start whose answer was lost: the abort's end keeps the claim from ever starting.
+    const lost = loseNextStartAnswer();
+    expect(await reasonOf(claim(issueId, a))).toBe('unavailable/');
+    const aborted = (await allClaims()).find((c) => c.state === 'aborted');
+    expect(aborted?.started).toBe(false);
+    expect((await h.taskRecord(issueId))?.endedClaims).toEqual([{ claimId: aborted?._id, until: aborted?.startBy.toISOString() }]);
+    expect(await reasonOf(lost.late())).toBe('work-already-claimed/stale-claim');
+    expect((await h.taskRecord(issueId))?.status).toBe('ready');
+  });
+
   it('finding 1: a start that lands after the request gave up while the abort could not reach the task is ended by the next sweep; the key waits for it, then claims again', async () => {
     const issueId = await h.task(projectId);
     const a = agent('agent-a');

@@ -29,10 +29,14 @@ export class ClaimEnds {
 
   /**
    * Tells the issues service a claim ended (the task returns to ready if it is still under it),
-   * then clears the claim's `syncPending`. Idempotent; the sweeper retries what failed. The end
-   * carries the claim's `startBy`: until then the task keeps a tombstone of the claim, so a start
-   * still on its way (its request gave up, its transaction did not) is refused there. Once the end
-   * is applied, no start of the claim can land any more: nothing is left to wait for.
+   * then clears the claim's `syncPending`. Idempotent; the sweeper retries what failed. The end of
+   * a claim that never started carries its `startBy`: until then the task keeps a tombstone of the
+   * claim, so a start still on its way (its request gave up, its transaction did not) is refused
+   * there. Once the end is applied, no start of the claim can land any more: nothing is left to
+   * wait for. A started claim's start was answered (its one start call returned before the claim
+   * was marked started), so none of it is on its way: its end leaves no tombstone (one per claim
+   * and release for `startBy`'s 15 s had grown the task document of an agent claiming and
+   * releasing in a loop by about 90 entries).
    *
    * With `answerFirst`, the answer does not wait for the clear: the end is durable in both stores
    * by then, and a clear lost to a crash only makes the sweeper send the (idempotent) end again.
@@ -41,7 +45,7 @@ export class ClaimEnds {
     let target: ClaimTarget | undefined;
     if (claim.state === 'released' || claim.state === 'expired' || claim.state === 'aborted') {
       const res = await this.deps.issues.endClaimedWork(
-        { issueId: claim.issueId, claimId: claim._id, outcome: claim.state, actor, startBy: claim.startBy.toISOString() },
+        { issueId: claim.issueId, claimId: claim._id, outcome: claim.state, actor, ...(claim.started ? {} : { startBy: claim.startBy.toISOString() }) },
         asSystem(),
       );
       target = res.target;
