@@ -109,10 +109,24 @@ export interface CompiledProjection {
   apply(doc: Record<string, unknown>): Record<string, unknown>;
 }
 
+/**
+ * Compiled frozen projections: a repository's constant projection (frozen, so it cannot change
+ * under its compiled copier) is compiled once rather than at every read.
+ */
+const compiledFrozen = new WeakMap<object, CompiledProjection | undefined>();
+
 /** Validates a projection the way MongoDB does and compiles it into a copier. */
 export function compileProjection(projection: unknown): CompiledProjection | undefined {
   if (projection === undefined) return undefined;
   if (!isPlainObject(projection)) throw new TypeError('projection must be a plain object');
+  if (!Object.isFrozen(projection)) return compile(projection);
+  if (compiledFrozen.has(projection)) return compiledFrozen.get(projection);
+  const compiled = compile(projection);
+  compiledFrozen.set(projection, compiled);
+  return compiled;
+}
+
+function compile(projection: Record<string, unknown>): CompiledProjection | undefined {
   const entries = Object.entries(projection);
   if (entries.length === 0) return undefined;
   let includeId = true;
