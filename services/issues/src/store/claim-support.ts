@@ -8,7 +8,8 @@ import { ANY_AGENT, fieldsOf, queueAgentOf, type Actor, type CommentRecord, type
 import type { TaskRecordRepository } from './task-records.js';
 import type { ChangeKind, TaskRepository } from './tasks.js';
 
-const PROJECTION = { searchText: 0 } as const;
+/** Frozen: the store compiles it once (a frozen projection cannot change under its copier). */
+const PROJECTION = Object.freeze({ searchText: 0 } as const);
 
 const END_KINDS: Readonly<Record<EndOutcome, ChangeKind>> = {
   released: 'claim-released',

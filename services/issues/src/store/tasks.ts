@@ -78,7 +78,8 @@ export type BulkOutcome =
   | { ok: true; current: TaskRecord; next: TaskRecord; changes: FieldChange[] }
   | { ok: false; id: string; error: ServiceError };
 
-const PROJECTION = { searchText: 0 } as const;
+/** Frozen: the store compiles it once (a frozen projection cannot change under its copier). */
+const PROJECTION = Object.freeze({ searchText: 0 } as const);
 
 /** One per workspace under a stored-task cap: the document its task creations all write. */
 interface CreateGuard extends StoredDocument {
@@ -447,27 +448,36 @@ export class TaskRepository {
     const fields = changedFieldNames(changes);
     // Counters other writes maintain (time, evidence, dependents, open dependencies) are never
     // overwritten here: a bulk change may have moved them earlier in this same transaction.
-    const own: Record<string, unknown> = { ...next, version: current.version + 1, updatedAt: at, lastActivityAt: at };
-    Object.assign(own, derivedFields({ _id: id, ...next, createdAt: current.createdAt, updatedAt: at }));
+    // Not sent: fields without a value ($unset below), and values that are the very ones of the
+    // version read (applyPatch leaves unchanged fields as they were; the write is conditional on
+    // that version, so the stored document holds them already). Built field by field: a copy of
+    // every field with the unchanged ones deleted again cost a dictionary-mode object per write.
+    const read = current as unknown as Record<string, unknown>;
+    const own: Record<string, unknown> = {};
+    const put = (key: string, value: unknown): void => {
+      if (value !== undefined && value !== read[key]) own[key] = value;
+      else if (key in own) delete own[key];
+    };
+    for (const key in next) put(key, (next as unknown as Record<string, unknown>)[key]);
+    put('version', current.version + 1);
+    put('updatedAt', at);
+    put('lastActivityAt', at);
+    const derived = derivedFields({ _id: id, ...next, createdAt: current.createdAt, updatedAt: at });
+    for (const key in derived) put(key, derived[key as keyof typeof derived]);
     if (fields.includes('dependencies')) {
       const added = next.dependencies.filter((d) => !current.dependencies.includes(d));
       const removed = current.dependencies.filter((d) => !next.dependencies.includes(d));
       for (const dep of added) await this.tasks.updateOne({ _id: dep }, { $inc: { dependentCount: 1 } }, { session });
       for (const dep of removed) await this.tasks.updateOne({ _id: dep }, { $inc: { dependentCount: -1 } }, { session });
       const deps = await this.getMany(next.dependencies, session);
-      own.openDependencyCount = deps.filter((d) => d.status !== 'done').length;
+      put('openDependencyCount', deps.filter((d) => d.status !== 'done').length);
     }
     if (claim.start) {
-      own.claim = claim.start;
-      own.lastFencingToken = claim.start.fencingToken;
+      put('claim', claim.start);
+      put('lastFencingToken', claim.start.fencingToken);
     }
-    if (ending) own.lastClaimEnd = { claimId: ending.claimId, end: claim.end ?? claimEndOf(next.status) };
-    if (claim.endedClaims !== undefined && claim.endedClaims.length > 0) own.endedClaims = claim.endedClaims;
-    // Not sent: fields without a value ($unset below), and values that are the very ones of the
-    // version read (applyPatch leaves unchanged fields as they were; the write is conditional on
-    // that version, so the stored document holds them already).
-    const read = current as unknown as Record<string, unknown>;
-    for (const key of Object.keys(own)) if (own[key] === undefined || own[key] === read[key]) delete own[key];
+    if (ending) put('lastClaimEnd', { claimId: ending.claimId, end: claim.end ?? claimEndOf(next.status) });
+    if (claim.endedClaims !== undefined && claim.endedClaims.length > 0) put('endedClaims', claim.endedClaims);
     const unset: Record<string, string> = Object.fromEntries(OPTIONAL_FIELDS.filter((k) => next[k] === undefined).map((k) => [k, '']));
     if (ending && !claim.start) unset.claim = '';
     if (claim.endedClaims !== undefined && claim.endedClaims.length === 0 && current.endedClaims !== undefined) unset.endedClaims = '';
