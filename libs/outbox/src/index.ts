@@ -129,9 +129,12 @@ export async function createOutbox(options: OutboxOptions): Promise<Outbox> {
   // An exclusive store that keeps nothing published holds only pending events: the relay walks
   // the collection in id order (the store's own id index), and a pending index would only be
   // written with every event and deleted with it again. Published events left by an earlier
-  // retention keep it until they are gone (the walk would step over them at every pass).
-  const onlyPending =
-    options.store.exclusive === true && retentionSeconds === 0 && (await collection.findOne({ pending: { $exists: false } }, { projection: { _id: 1 } })) === null;
+  // retention keep it until they are gone (the walk would step over them at every pass): they
+  // are the oldest (the relay publishes in id order), so the oldest event tells, without reading
+  // a backlog of pending ones.
+  const oldest =
+    options.store.exclusive === true && retentionSeconds === 0 ? await collection.find({}, { sort: { _id: 1 }, limit: 1, projection: { pending: 1 } }) : undefined;
+  const onlyPending = oldest !== undefined && (oldest.length === 0 || oldest[0]?.pending === true);
   const indexes: IndexSpec[] = onlyPending ? [] : [{ name: 'pending_order', keys: { pending: 1, _id: 1 } }];
   // Leases are looked up by owner only where other processes may share the outbox; an exclusive
   // store leases only while a second relay runs here, and then finds its few leased events
