@@ -68,7 +68,35 @@ describe('audit events: lists newest first, a page reads its own rows', () => {
     // The old names are free again: created with other keys, they would clash if they were still there.
     await raw.createIndexes([{ name: 'workspace_at', keys: { at: 1 } }, { name: 'type_at', keys: { at: 1, type: 1 } }]);
     expect((await repo.list({ all: true, workspaceIds: [] }, { limit: 5 })).map((r) => r._id)).toEqual([event(1).id]);
-    expect(AUDIT_EVENT_INDEXES.map((i) => i.name)).toEqual(['workspace_id', 'type_id', 'outcome_at']);
+    expect(AUDIT_EVENT_INDEXES.map((i) => i.name)).toEqual(['workspace_id', 'type_id', 'denied_at']);
+    // outcome_at (every event by outcome) went too: the name is free for other keys.
+    await raw.createIndexes([{ name: 'outcome_at', keys: { at: 1, outcome: 1 } }]);
+    await store.close();
+  });
+
+  it('recent denials are counted from an index of the denied events alone; allowed events add no entry to it', async () => {
+    const store = createSqliteStore({ path: ':memory:' });
+    const repo = await AuditEventRepository.open(store);
+    const events = Array.from({ length: 300 }, (_, i) => event(i + 1));
+    await repo.recordMany(events);
+    const since = new Date(Date.UTC(2026, 10, 26, 12, 0, 0, 101));
+    for (const scope of [{ all: true, workspaceIds: [] }, { all: false, workspaceIds: ['ws_a'] }, { all: false, workspaceIds: ['ws_a', 'ws_b'] }] as AuditScope[]) {
+      const expected = events.filter(
+        (e) => (e.data as { outcome?: string }).outcome === 'denied' && e.occurredAt >= since.toISOString() && (scope.all || scope.workspaceIds.includes(e.workspaceId as string)),
+      ).length;
+      expect(expected).toBeGreaterThan(0);
+      expect(await repo.countDeniedSince(scope, since), JSON.stringify(scope)).toBe(expected);
+    }
+    const raw = store.collection('audit_events');
+    // The count of every scope walks the denied events since the time (fewer entries than the
+    // workspace's events: the planner counts each candidate's range).
+    for (const scope of [{}, { workspaceId: { $in: ['ws_a'] } }, { workspaceId: { $in: ['ws_a', 'ws_b'] } }]) {
+      const plan = await raw.explain({ ...scope, outcome: 'denied', at: { $gte: since.toISOString() } }, {});
+      expect(plan, JSON.stringify(scope)).toMatchObject({ plan: 'IXSCAN', index: 'denied_at' });
+    }
+    // An event recorded denied is in the index once; an allowed one is not in it at all (the
+    // index answers a filter that only it can serve: no rows it does not hold).
+    expect(await raw.countDocuments({ outcome: 'denied' })).toBe(events.filter((e) => (e.data as { outcome?: string }).outcome === 'denied').length);
     await store.close();
   });
 });
