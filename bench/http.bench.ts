@@ -27,7 +27,7 @@ import { machine, ms, summarize, type Bench } from './support.js';
 import { BUNDLE_ENV, BUNDLE_NODE_FLAGS } from '../scripts/node-flags.mjs';
 
 const CONNECTIONS = 50;
-const ROUNDS = Number(process.env.HTTP_BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.HTTP_BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.HTTP_BENCH_SECONDS ?? 5);
 /**
  * HTTP_BENCH_WARMUP=<seconds> (default 3; 0: none): before the first round, every row runs this
