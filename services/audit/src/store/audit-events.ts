@@ -69,9 +69,10 @@ export class AuditEventRepository {
    * The indexes serve the list's order, newest id first: by workspace (a workspace admin's list
    * and counts) and by type, each ending in `_id`, so a page, and the page after a cursor, reads
    * its own rows however many events there are; a system admin's list walks the `_id` index. The
-   * recent denials are counted by time in an index of the denied events alone: every event is
-   * recorded, most are allowed, and an index of every event by outcome cost each record one more
-   * index entry (`outcome_at`, dropped when the repository opens). `workspace_at` and `type_at`
+   * recent denials are counted in an index of the denied events alone (keyed by outcome and time,
+   * as the count asks, so its plan is the one the index of every event gave): every event is
+   * recorded, most are allowed, and that index of every event (`outcome_at`, dropped when the
+   * repository opens) cost each record one more entry. `workspace_at` and `type_at`
    * (time, then id) served the filters but not the order: each page sorted every event of the
    * workspace (hundreds of ms a page at 100,000 events on SQLite: docs/benchmarks.md); they are
    * dropped too.
