@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { Agent, request as httpRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import autocannon, { type AutocannonOptions, type AutocannonRequest } from 'autocannon';
+import autocannon, { type AutocannonOptions, type AutocannonRequest, type AutocannonResult } from 'autocannon';
 import { createClaimsHarness } from '@planning/agents-claims/testing/claims-harness';
 import { createKey, createWorkspace, type TestKey } from '../test/support/auth.js';
 import { ADMIN_EMAIL, startCluster, type Cluster } from '../test/support/cluster.js';
@@ -527,24 +527,17 @@ async function distributedPhase(log: (line: string) => void): Promise<Distribute
     const read = () => perConnection(keys, () => [{ method: 'GET', path: `/api/issues/${id}` }]);
     const ones: Run[] = [];
     const twos: Run[] = [];
-    if (WARMUP_SECONDS > 0) {
-      // Both gateways (and the services behind them) warm before the rounds, unrecorded.
-      await Promise.all([
-        autocannon({ url: base, connections: CONNECTIONS / 2, duration: WARMUP_SECONDS, ...read() }),
-        autocannon({ url: second.baseUrl, connections: CONNECTIONS / 2, duration: WARMUP_SECONDS, ...read() }),
-      ]);
-    }
+    // Half the connections on each gateway, at once.
+    const bothGateways = (duration: number) =>
+      Promise.all([base, second.baseUrl].map((url) => autocannon({ url, connections: CONNECTIONS / 2, duration, ...read() })));
+    // Both gateways (and the services behind them) warm before the rounds, unrecorded.
+    if (WARMUP_SECONDS > 0) await bothGateways(WARMUP_SECONDS);
     for (let round = 1; round <= ROUNDS; round++) {
       const one = await cpuDuring(() => load(base, undefined, read()));
       ones.push(one.result);
       addCpu('one', one.cpu, one.wallMs, one.result.rps * SECONDS);
-      const two = await cpuDuring(() =>
-        Promise.all([
-          autocannon({ url: base, connections: CONNECTIONS / 2, duration: SECONDS, ...read() }),
-          autocannon({ url: second.baseUrl, connections: CONNECTIONS / 2, duration: SECONDS, ...read() }),
-        ]),
-      );
-      const [a, b] = two.result;
+      const two = await cpuDuring(() => bothGateways(SECONDS));
+      const [a, b] = two.result as [AutocannonResult, AutocannonResult];
       addCpu('two', two.cpu, two.wallMs, a.requests.total + b.requests.total);
       twos.push({
         rps: a.requests.average + b.requests.average,
